@@ -1,0 +1,7 @@
+"""``python -m tomrl`` is the same as the ``tomrl`` command."""
+
+import sys
+
+from tomrl.cli import main
+
+sys.exit(main())

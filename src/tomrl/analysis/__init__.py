@@ -1,0 +1,1 @@
+"""Analysis and reports: collapse, inverted difficulty, shortcuts, generalization, plots."""

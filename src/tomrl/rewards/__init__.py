@@ -1,0 +1,1 @@
+"""Answer extraction and matching (shared with evaluation) and reward functions."""

@@ -1,0 +1,1 @@
+"""RL training on TRL: GRPO and REINFORCE++, configs, logging, checkpoints."""

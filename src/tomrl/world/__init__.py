@@ -1,0 +1,1 @@
+"""World model and belief oracle: agents, rooms, containers, objects, events, and who believes what."""
