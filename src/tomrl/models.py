@@ -233,3 +233,34 @@ def embedded_tokenizer_dir() -> Path:
     else:
         os.replace(staging, target)
     return target
+
+
+def build_tiny_model(out_dir: str | Path, layers: int = 2, hidden: int = 64, seed: int = 0) -> Path:
+    """Save a tiny Qwen2-architecture model (random weights) with the embedded tokenizer.
+
+    Used by tests and the CPU smoke config: real architecture, real tokenizer, runs in seconds,
+    needs no network.
+    """
+    import torch
+    from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
+
+    out_dir = Path(out_dir)
+    tokenizer = AutoTokenizer.from_pretrained(str(embedded_tokenizer_dir()))
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden,
+        intermediate_size=hidden * 2,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=4096,
+        tie_word_embeddings=True,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id,
+    )
+    torch.manual_seed(seed)
+    model = Qwen2ForCausalLM(config)
+    model.save_pretrained(out_dir, safe_serialization=True)
+    tokenizer.save_pretrained(out_dir)
+    return out_dir

@@ -1,0 +1,14 @@
+# The two set-up commands of the README. Both create .venv and install what they need.
+.PHONY: demo test test-slow setup
+
+setup:
+	@bash scripts/setup.sh
+
+demo: setup
+	.venv/bin/tomrl demo
+
+test: setup
+	.venv/bin/python -m pytest -m "not slow" -q
+
+test-slow: setup
+	.venv/bin/python -m pytest -m slow -q
