@@ -1,0 +1,120 @@
+"""What ``tomrl data generate`` makes: the typed config of the Hi-ToM and ToMi generators.
+
+    from tomrl.config import load_config
+    from tomrl.generators.config import GenerateConfig
+    cfg = load_config(GenerateConfig, "configs/generate/hitom_default.yaml", ["n=200", "orders=[0, 1]"])
+
+or on the command line: ``tomrl data generate hitom --n 200 --orders 0,1 --out easy.jsonl``.
+Every field below can be set in a YAML file under configs/generate/ or as ``key=value``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+from tomrl.config import setting
+from tomrl.schema import SPLITS
+
+TomiQuestionType = Literal["first_order", "second_order", "reality", "memory"]
+TomiStoryType = Literal["true_belief", "false_belief", "second_order_false_belief"]
+HITOM_MAX_ORDER = 4
+HITOM_MAX_CHAPTERS = 4
+
+
+@dataclass(frozen=True)
+class GenerateConfig:
+    benchmark: Literal["hitom", "tomi"] = setting("hitom", help="story style: 'hitom' (chapters, orders 0-4, deception) or 'tomi'")
+    n: int = setting(1000, help="number of questions (examples) to generate")
+    seed: int = setting(0, help="random seed; the same config and seed give byte-identical output")
+    stories: int | None = setting(
+        None,
+        help="number of distinct stories the n questions are asked about (spread evenly, distinct orders or "
+        "question types per story where possible); null = one story per question",
+    )
+    split_fractions: dict[str, float] = setting(
+        default_factory=lambda: {"train": 1.0},
+        help="fraction of stories per split, e.g. {train: 0.8, validation: 0.1, test: 0.1}; splits are assigned "
+        "per story (never sharing one) and stratified by story kind",
+    )
+    exclude_stories_from: list[str] = setting(
+        default_factory=list,
+        help="JSONL files (unified schema) whose stories must not be generated again, e.g. a test set",
+    )
+    semantics: Literal["joint", "ordered"] = setting(
+        "joint",
+        help="belief-update rule of the labels: 'joint' (Hi-ToM CoT-prompt labels, ToMi) or 'ordered' "
+        "(the Hi-ToM generator code, Hi-ToM VP labels); see tomrl.world.oracle",
+    )
+    distractor_prob: float = setting(0.1, help="probability of a distractor sentence after each story sentence")
+    # Hi-ToM
+    orders: list[int] = setting(default_factory=lambda: [0, 1, 2, 3, 4], help="Hi-ToM question orders to ask (0-4), balanced")
+    deception: list[bool] = setting(
+        default_factory=lambda: [False, True],
+        help="Hi-ToM: stories without (false) and/or with (true) public claims and private tells, balanced",
+    )
+    lengths: list[int] = setting(default_factory=lambda: [1, 2, 3], help="Hi-ToM story lengths in chapters (1-4), balanced")
+    agents: int = setting(5, help="Hi-ToM: agents per story (2-5); all take part in the first chapter")
+    last_mover_returns: bool = setting(
+        True,
+        help="Hi-ToM: in a chapter with all five agents the last mover puts the object back where it started (as "
+        "the official generator does; it helps the 'first location' shortcut). false: never back to the start",
+    )
+    # ToMi
+    tomi_question_types: list[TomiQuestionType] = setting(
+        default_factory=lambda: ["first_order", "second_order", "reality", "memory"],
+        help="ToMi question types to ask, balanced",
+    )
+    tomi_story_types: list[TomiStoryType] = setting(
+        default_factory=lambda: ["true_belief", "false_belief", "second_order_false_belief"],
+        help="ToMi story types, balanced",
+    )
+
+    def __post_init__(self) -> None:
+        if self.n < 1:
+            raise ValueError(f"n must be at least 1, got {self.n}")
+        if self.stories is not None and not 1 <= self.stories <= self.n:
+            raise ValueError(f"stories must be between 1 and n={self.n}, got {self.stories}")
+        unknown = sorted(set(self.split_fractions) - set(SPLITS))
+        if unknown:
+            raise ValueError(f"split_fractions: unknown split '{unknown[0]}' (use {', '.join(SPLITS)})")
+        if not self.split_fractions or any(v < 0 for v in self.split_fractions.values()):
+            raise ValueError("split_fractions: give at least one split, with fractions >= 0")
+        if abs(sum(self.split_fractions.values()) - 1.0) > 1e-6:
+            raise ValueError(f"split_fractions must sum to 1, got {sum(self.split_fractions.values())}")
+        if not 0.0 <= self.distractor_prob < 1.0:
+            raise ValueError(f"distractor_prob must be in [0, 1), got {self.distractor_prob}")
+        if not self.orders or any(not 0 <= o <= HITOM_MAX_ORDER for o in self.orders):
+            raise ValueError(f"orders must be a non-empty list of 0..{HITOM_MAX_ORDER}, got {self.orders}")
+        if not self.deception:
+            raise ValueError("deception must list false and/or true")
+        if not self.lengths or any(not 1 <= n <= HITOM_MAX_CHAPTERS for n in self.lengths):
+            raise ValueError(f"lengths must be a non-empty list of 1..{HITOM_MAX_CHAPTERS} chapters, got {self.lengths}")
+        if not 2 <= self.agents <= 5:
+            raise ValueError(f"agents must be between 2 and 5, got {self.agents}")
+        if self.benchmark == "hitom" and max(self.orders) > self.agents:
+            raise ValueError(f"orders: order {max(self.orders)} needs at least that many agents, agents={self.agents}")
+        if not self.tomi_question_types or not self.tomi_story_types:
+            raise ValueError("tomi_question_types and tomi_story_types must not be empty")
+        per_story = -(-self.n // (self.stories or self.n))  # most questions one story is asked
+        if self.benchmark == "hitom":
+            repeats = -(-per_story // len(self.orders))  # most questions of one order per story
+            fewest = min(math.perm(self.agents, order) for order in self.orders)
+            if repeats > fewest:
+                raise ValueError(
+                    f"stories: {self.stories} stories are too few for n={self.n} questions of orders {self.orders}: "
+                    f"a story would need {repeats} distinct questions of one order but has only {fewest}"
+                )
+        else:
+            slots = 2 * sum(t in self.tomi_question_types for t in ("first_order", "second_order"))
+            slots += sum(t in self.tomi_question_types for t in ("reality", "memory"))
+            if per_story > slots:
+                raise ValueError(
+                    f"stories: {self.stories} stories are too few for n={self.n} questions: a ToMi story has only "
+                    f"{slots} distinct questions of types {self.tomi_question_types}"
+                )
+        for name in ("orders", "deception", "lengths", "tomi_question_types", "tomi_story_types"):
+            values = getattr(self, name)
+            if len(set(values)) != len(values):
+                raise ValueError(f"{name} lists a value twice: {values}")

@@ -1,0 +1,258 @@
+"""Turn generated stories into unified-schema examples: balancing, labels, self-check, splits.
+
+    from tomrl.generators import generate
+    from tomrl.generators.config import GenerateConfig
+    examples = generate(GenerateConfig(benchmark="hitom", n=2000, stories=600, orders=[0, 1, 2, 3]))
+
+What every generated :class:`tomrl.schema.Example` carries:
+
+- ``source`` ``"tomrl-hitom"`` / ``"tomrl-tomi"``; ``story_id`` = content hash of the story text
+  (:func:`tomrl.generators.splits.story_id_for`), so equal stories have equal ids across runs;
+  ``id`` = ``"{story_id}-q{k}"``;
+- ``split`` assigned per story in ``split_fractions`` (stratified by story kind), never shared;
+- ``order`` (0-4; ToMi: reality and memory 0, first order 1, second order 2), ``question_type``
+  (Hi-ToM ``reality`` / ``first_order`` … ``fourth_order``; ToMi ``first_order``,
+  ``second_order``, ``reality``, ``memory``), ``deception`` (Hi-ToM), ``story_length`` (Hi-ToM:
+  chapters; ToMi: sentences), ``choices`` (Hi-ToM: the story's 15 containers);
+- ``meta``: ``generator``, ``seed``, ``story_index``, ``semantics`` (the oracle rule of the
+  label), ``query`` (``{"chain": [...], "object": ..., "kind": ...}``, what the question asks),
+  ``agents``, ``true_location``, ``first_location`` (where the object was first said to be),
+  ``tom`` (answer differs from the true location), ``tells`` (claims + tells in the story),
+  and for ToMi ``story_type`` and ``asked_agent`` (0 = the mover, 1 = the other agent).
+
+Every label is re-derived from the story text alone (parsed by :mod:`tomrl.world.parsers`,
+setup inferred, fresh oracle) and generation stops with an error on any difference.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Callable
+
+from tomrl.generators import hitom, tomi
+from tomrl.generators.config import GenerateConfig
+from tomrl.generators.splits import assign_splits, story_id_for
+from tomrl.io import BadInputError
+from tomrl.schema import Example, read_examples
+from tomrl.world.oracle import BeliefOracle
+from tomrl.world.parsers import parse_question, parse_story
+from tomrl.world.sentences import render_question, render_story
+from tomrl.world.world import PrivateTell, PublicClaim, Query
+
+MAX_ATTEMPTS = 1000
+
+
+def generate(cfg: GenerateConfig) -> list[Example]:
+    """The examples ``cfg`` describes (deterministic in ``cfg``; see the module docstring)."""
+    excluded = excluded_story_keys(cfg.exclude_stories_from)
+    if cfg.benchmark == "hitom":
+        return _generate_hitom(cfg, excluded)
+    return _generate_tomi(cfg, excluded)
+
+
+def excluded_story_keys(paths: list[str]) -> set[str]:
+    """Story ids and texts of existing example files, which generation must not repeat."""
+    keys: set[str] = set()
+    for path in paths:
+        if not Path(path).is_file():
+            raise BadInputError(f"{path}: exclude_stories_from file not found")
+        for example in read_examples(path):
+            keys.add(example.story_id)
+            keys.add(example.story)
+    return keys
+
+
+def questions_per_story(n: int, stories: int) -> list[int]:
+    """``n`` questions spread over ``stories`` as evenly as possible (earlier stories get one more)."""
+    return [n // stories + (1 if j < n % stories else 0) for j in range(stories)]
+
+
+def _balanced(values: list, count: int, rng: random.Random) -> list:
+    """``count`` items cycling through ``values``, shuffled: each value within one of the others."""
+    items = [values[j % len(values)] for j in range(count)]
+    rng.shuffle(items)
+    return items
+
+
+def _new_story(source: str, seed: int, index: int, build: Callable[[random.Random], object], render: Callable[[object], str], seen: set[str]):
+    for attempt in range(MAX_ATTEMPTS):
+        story = build(random.Random(f"{source}:{seed}:{index}:{attempt}"))
+        text = render(story)
+        story_id = story_id_for(source, text)
+        if story_id not in seen and text not in seen:
+            seen.add(story_id)
+            return story, text, story_id
+    raise ValueError(
+        f"could not draw a story unlike the {len(seen)} already generated or excluded after {MAX_ATTEMPTS} tries; "
+        "ask for fewer stories or allow more kinds (lengths, deception, story types)"
+    )
+
+
+def _rederiving_oracle(story_text: str, style: str, cfg: GenerateConfig) -> BeliefOracle:
+    """A fresh oracle built from the story text alone (parsed events, inferred setup)."""
+    return BeliefOracle(parse_story(story_text, style), semantics=cfg.semantics)  # type: ignore[arg-type]
+
+
+def _check_label(rederiving: BeliefOracle, question: str, answer: str, where: str) -> None:
+    """Any difference between the label and the text's answer is a generator or parser bug."""
+    rederived = rederiving.answer(parse_question(question))
+    if rederived != answer:
+        raise RuntimeError(f"{where}: label {answer!r} but the story text gives {rederived!r} for {question!r}")
+
+
+def _hitom_question_type(order: int) -> str:
+    return hitom.ORDER_NAMES[order]
+
+
+def _tells(events) -> int:
+    return sum(isinstance(e, (PublicClaim, PrivateTell)) for e in events)
+
+
+def _generate_hitom(cfg: GenerateConfig, seen: set[str]) -> list[Example]:
+    source = "tomrl-hitom"
+    n_stories = cfg.stories or cfg.n
+    per_story = questions_per_story(cfg.n, n_stories)
+    plan = random.Random(f"{source}-plan:{cfg.seed}")
+    cells = _balanced([(d, length) for d in cfg.deception for length in cfg.lengths], n_stories, plan)
+    order_cycle = list(cfg.orders)
+    plan.shuffle(order_cycle)
+    stories: list[tuple[str, tuple, list[Example]]] = []
+    slot = 0
+    for index in range(n_stories):
+        deception, length = cells[index]
+
+        def build(rng: random.Random, deception=deception, length=length):
+            return hitom.build_story(
+                rng,
+                chapters=length,
+                deception=deception,
+                agents=cfg.agents,
+                distractor_prob=cfg.distractor_prob,
+                last_mover_returns=cfg.last_mover_returns,
+            )
+
+        story, text, story_id = _new_story(source, cfg.seed, index, build, lambda s: render_story(s.events, "hitom"), seen)
+        oracle = BeliefOracle(story.events, story.setup, cfg.semantics)
+        rederiving = _rederiving_oracle(text, "hitom", cfg)
+        rng = random.Random(f"{source}-questions:{cfg.seed}:{index}")
+        asked: set[tuple[str, ...]] = set()
+        examples = []
+        for k in range(per_story[index]):
+            order = order_cycle[slot % len(order_cycle)]
+            slot += 1
+            query = hitom.question_query(rng, story, order, asked)
+            answer = oracle.answer(query)
+            if answer is None:
+                raise RuntimeError(f"story {story_id}: the oracle has no answer for {query}")
+            question = render_question(query, "hitom")
+            _check_label(rederiving, question, answer, f"story {story_id}")
+            true_location = oracle.reality(story.target)
+            examples.append(
+                Example(
+                    id=f"{story_id}-q{k}",
+                    source=source,
+                    split="train",
+                    story=text,
+                    question=question,
+                    answer=answer,
+                    order=order,
+                    question_type=_hitom_question_type(order),
+                    deception=deception,
+                    story_length=length,
+                    story_id=story_id,
+                    choices=list(story.choices),
+                    meta={
+                        "generator": source,
+                        "seed": cfg.seed,
+                        "story_index": index,
+                        "semantics": cfg.semantics,
+                        "query": _query_meta(query),
+                        "agents": list(story.agents),
+                        "chapter_rooms": list(story.chapter_rooms),
+                        "true_location": true_location,
+                        "first_location": story.setup.initial_locations[story.target],
+                        "tom": answer != true_location,
+                        "tells": _tells(story.events),
+                    },
+                )
+            )
+        stories.append((story_id, (deception, length), examples))
+    return _with_splits(stories, cfg)
+
+
+def _generate_tomi(cfg: GenerateConfig, seen: set[str]) -> list[Example]:
+    source = "tomrl-tomi"
+    n_stories = cfg.stories or cfg.n
+    per_story = questions_per_story(cfg.n, n_stories)
+    plan = random.Random(f"{source}-plan:{cfg.seed}")
+    story_types = _balanced(list(cfg.tomi_story_types), n_stories, plan)
+    slots = [s for s in tomi.TOMI_SLOTS if s[0] in cfg.tomi_question_types]
+    noise = cfg.distractor_prob > 0
+    stories: list[tuple[str, tuple, list[Example]]] = []
+    slot = 0
+    for index in range(n_stories):
+        story_type = story_types[index]
+        story, text, story_id = _new_story(
+            source,
+            cfg.seed,
+            index,
+            lambda rng, story_type=story_type: tomi.build_story(rng, story_type, noise=noise),
+            lambda s: render_story(s.events, "tomi"),
+            seen,
+        )
+        oracle = BeliefOracle(story.events, story.setup, cfg.semantics)
+        rederiving = _rederiving_oracle(text, "tomi", cfg)
+        examples = []
+        for k in range(per_story[index]):
+            question_type, roles = slots[slot % len(slots)]
+            slot += 1
+            query = tomi.slot_query(story, (question_type, roles))
+            answer = oracle.answer(query)
+            if answer is None:
+                raise RuntimeError(f"story {story_id}: the oracle has no answer for {query}")
+            question = render_question(query, "tomi")
+            _check_label(rederiving, question, answer, f"story {story_id}")
+            true_location = oracle.reality(story.target)
+            examples.append(
+                Example(
+                    id=f"{story_id}-q{k}",
+                    source=source,
+                    split="train",
+                    story=text,
+                    question=question,
+                    answer=answer,
+                    order=len(query.chain),
+                    question_type=question_type,
+                    deception=None,
+                    story_length=len(story.events),
+                    story_id=story_id,
+                    choices=None,
+                    meta={
+                        "generator": source,
+                        "seed": cfg.seed,
+                        "story_index": index,
+                        "semantics": cfg.semantics,
+                        "query": _query_meta(query),
+                        "agents": list(story.setup.agents),
+                        "true_location": true_location,
+                        "first_location": story.containers[0],
+                        "tom": answer != true_location,
+                        "tells": 0,
+                        "story_type": story.story_type,
+                        "asked_agent": roles[0] if roles else None,
+                        "containers": list(story.containers),
+                    },
+                )
+            )
+        stories.append((story_id, (story_type,), examples))
+    return _with_splits(stories, cfg)
+
+
+def _query_meta(query: Query) -> dict:
+    return {"chain": list(query.chain), "object": query.obj, "kind": query.kind}
+
+
+def _with_splits(stories: list[tuple[str, tuple, list[Example]]], cfg: GenerateConfig) -> list[Example]:
+    split_of = assign_splits([s[0] for s in stories], [s[1] for s in stories], cfg.split_fractions, cfg.seed)
+    return [example.replace(split=split_of[story_id]) for story_id, _, examples in stories for example in examples]
