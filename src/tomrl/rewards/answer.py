@@ -1,0 +1,282 @@
+"""The one answer extractor and matcher: training rewards and the evaluation scorer both call it.
+
+"Correct" has one definition per *scheme*, and every stage that asks "was this right?" asks
+:func:`check_answer`:
+
+    from tomrl.rewards.answer import check_answer
+    check = check_answer(completion, gold="green_drawer")                 # strict (default)
+    check = check_answer(completion, gold="green_drawer", scheme="paper")  # Paper A training
+    check.format_ok, check.extracted, check.correct, check.reason
+
+A *completion* is the text the model generated after the prompt. The prompt may end with a
+*prefill* (Paper A prefills the assistant turn with ``<think>``); the prefill is not part of the
+completion, but the format rules count it, so pass the prefill the prompt used (default
+``"<think>"``; ``""`` for prompts without one, see :mod:`tomrl.prompts`).
+
+Schemes
+-------
+``strict`` (tomrl's default)
+    Format: prefill + completion must read ``<think>`` reasoning ``</think>``, optional
+    whitespace, one ``<answer>`` non-empty answer ``</answer>``, then nothing but whitespace.
+    No other think/answer tag may appear anywhere (any spelling: ``<Answer>``, ``< /think >`` …
+    count as tags, so they break the format). Without a ``<think>`` prefill the think block is
+    optional (reasoning may then stand bare before the answer block), but when present it must
+    be exactly one well-formed block. An answer is read only from a well-formed completion.
+    Match: both sides normalised (lower-case, ``_`` → space, ``.,;:!?'"`` removed, whitespace
+    collapsed, one leading "the " dropped) and then *equal*. No substring or suffix matching:
+    "toolbox" is not "box", "the box or the basket" is never "box".
+``paper`` (Paper A's training reward, bigai-ai/ToM-RL on veRL)
+    Format: the four tags ``<think>``, ``</think>``, ``<answer>``, ``</answer>`` each exactly
+    once in prefill + completion and in that order (so a model that writes its own ``<think>``
+    after the prefill fails). Answer: the last ``<answer>…</answer>``, stripped; correct when
+    the format is ok, the answer is non-empty, and after Paper A's normalisation it equals the
+    gold or *ends with* it (the regex ``.*?GOLD\\s*\\b$``, so "toolbox" matches "box" and
+    "the box or the basket" matches "basket").
+``paper_eval`` (Paper A's evaluation script, ``eval_tom/reasoning_model_eval.py``)
+    The same last-tag extraction, normalisation and suffix match, with no format check: the
+    only requirement (``format_ok``) is that some ``<answer>…</answer>`` exists.
+``paper_b`` (Paper B: format reward + correctness reward, scored independently)
+    Format: Paper A's four-tag check. Answer: the last ``<answer>…</answer>``, matched with
+    the strict normaliser and equality. Paper B released no reward code; this is tomrl's reading
+    of "format 0.1 + correctness 1.0" (see docs/rewards.md).
+
+Paper A's normaliser is reproduced in its original order (lower-case; whitespace runs → one
+space and strip; delete ``.,;:!?``; then ``_`` → space), including its quirk that an underscore
+next to a space leaves a double space ("green_ drawer" → "green  drawer").
+
+Every function here is total: any string (empty, megabytes long, control characters, lone
+surrogates) gives an answer and never raises.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+from typing import Literal, get_args
+
+Scheme = Literal["strict", "paper", "paper_eval", "paper_b"]
+SCHEMES: tuple[str, ...] = get_args(Scheme)
+DEFAULT_PREFILL = "<think>"
+
+THINK_OPEN, THINK_CLOSE, ANSWER_OPEN, ANSWER_CLOSE = "<think>", "</think>", "<answer>", "</answer>"
+PAPER_TAGS = (THINK_OPEN, THINK_CLOSE, ANSWER_OPEN, ANSWER_CLOSE)
+
+# Anything a reader could take for a think/answer tag, whatever its case or inner spacing.
+# (Written so that no two parts can match the same characters: linear time on any input.)
+_ANY_TAG = re.compile(r"<\s*(?:/\s*)?(?:think|answer)\s*(?:/\s*)?>", re.IGNORECASE)
+_WORD_CHARACTER = re.compile(r"\w")
+
+_STRICT_PUNCTUATION = str.maketrans("", "", ".,;:!?'\"")
+_PAPER_PUNCTUATION = re.compile(r"[.,;:!?]")
+_WHITESPACE = re.compile(r"\s+")
+
+
+@dataclass(frozen=True)
+class AnswerCheck:
+    """What one scheme made of one completion.
+
+    ``format_ok``: the scheme's format requirement holds; ``extracted``: the answer text the
+    scheme read (stripped, not normalised; None when it reads none: strict reads nothing from a
+    malformed completion, the paper schemes report the last answer tag even when their format
+    check fails); ``correct``: the answer counts as right under the scheme; ``reason``: one line
+    saying why, for per-sample logs.
+    """
+
+    format_ok: bool
+    extracted: str | None
+    correct: bool
+    reason: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+# ----------------------------------------------------------------------------- normalisation
+
+
+def normalize(text: str, scheme: Scheme = "strict") -> str:
+    """Normalise an answer (or a gold label) the way ``scheme`` compares them."""
+    text = _as_text(text)
+    if scheme in ("paper", "paper_eval"):
+        # Paper A's order, kept as released: collapse and strip first, then delete punctuation,
+        # then turn underscores into spaces (no second collapse).
+        normalized = _WHITESPACE.sub(" ", text.lower()).strip()
+        normalized = _PAPER_PUNCTUATION.sub("", normalized)
+        return normalized.replace("_", " ")
+    if scheme not in SCHEMES:
+        raise ValueError(f"unknown answer scheme {scheme!r}; known: {', '.join(SCHEMES)}")
+    normalized = text.lower().replace("_", " ").translate(_STRICT_PUNCTUATION)
+    normalized = _WHITESPACE.sub(" ", normalized).strip()
+    if normalized.startswith("the "):
+        normalized = normalized[4:]
+    return normalized
+
+
+def answers_match(predicted: str | None, gold: str, scheme: Scheme = "strict") -> bool:
+    """Does an extracted answer match the gold under ``scheme``'s normaliser and matcher?"""
+    if predicted is None or not predicted.strip():
+        return False
+    if scheme in ("paper", "paper_eval"):
+        norm_pred, norm_gold = normalize(predicted, scheme), normalize(gold, scheme)
+        if norm_pred == norm_gold:
+            return True
+        return paper_suffix_match(norm_pred, norm_gold)
+    norm_pred = normalize(predicted, "strict")
+    return bool(norm_pred) and norm_pred == normalize(gold, "strict")
+
+
+def paper_suffix_match(norm_pred: str, norm_gold: str) -> bool:
+    """Paper A's "loose" match ``re.match(".*?" + re.escape(gold) + r"\\s*\\b$", pred)``.
+
+    On Paper A-normalised text (which has no newline) that regex holds exactly when the
+    prediction ends with the gold and its last character is a word character (``\\b`` at the
+    end of the string). Computed directly because the regex takes time proportional to
+    len(pred) × len(gold), which a megabyte-long answer turns into hours. There is no word
+    boundary *before* the gold: "toolbox" matches "box".
+    """
+    return bool(norm_pred) and norm_pred.endswith(norm_gold) and _WORD_CHARACTER.match(norm_pred[-1]) is not None
+
+
+# ----------------------------------------------------------------------------- format checks
+
+
+def _as_text(value: object) -> str:
+    return value if isinstance(value, str) else ("" if value is None else str(value))
+
+
+def paper_format_ok(completion: str, prefill: str = DEFAULT_PREFILL) -> tuple[bool, str]:
+    """Paper A's format check on prefill + completion: each of the four tags once, in order."""
+    text = _as_text(prefill) + _as_text(completion)
+    counts = [text.count(tag) for tag in PAPER_TAGS]
+    for tag, count in zip(PAPER_TAGS, counts):
+        if count != 1:
+            return False, f"format: {tag} appears {count} times (expected once, prefill included)"
+    positions = [text.find(tag) for tag in PAPER_TAGS]
+    if positions != sorted(positions):
+        return False, "format: tags out of order (expected <think> … </think> <answer> … </answer>)"
+    return True, "format ok"
+
+
+def _strict_parse(completion: str, prefill: str) -> tuple[str | None, str]:
+    """Return ``(answer, reason)``: the answer block's text if the strict format holds, else None."""
+    text = _as_text(prefill) + _as_text(completion)
+    tags = list(_ANY_TAG.finditer(text))
+    spelled = [m.group(0) for m in tags]
+    if any(tag not in PAPER_TAGS for tag in spelled):
+        odd = next(tag for tag in spelled if tag not in PAPER_TAGS)
+        return None, f"format: non-standard tag {odd!r}"
+    if spelled == list(PAPER_TAGS):
+        think_open, think_close, answer_open, answer_close = tags
+        if text[: think_open.start()].strip():
+            return None, "format: text before <think>"
+        between = text[think_close.end() : answer_open.start()]
+    elif spelled == [ANSWER_OPEN, ANSWER_CLOSE] and THINK_OPEN not in _as_text(prefill):
+        answer_open, answer_close = tags
+        between = ""
+    else:
+        return None, _describe_tag_problem(spelled, prefill)
+    if between.strip():
+        return None, "format: text between </think> and <answer>"
+    if text[answer_close.end() :].strip():
+        return None, "format: text after </answer>"
+    answer = text[answer_open.end() : answer_close.start()].strip()
+    if not answer:
+        return None, "format: empty answer"
+    return answer, "format ok"
+
+
+def _describe_tag_problem(spelled: list[str], prefill: str) -> str:
+    for tag in PAPER_TAGS:
+        count = spelled.count(tag)
+        if count > 1:
+            where = " (the prefill already opened it)" if tag == THINK_OPEN and THINK_OPEN in _as_text(prefill) else ""
+            return f"format: {tag} appears {count} times{where}"
+    if ANSWER_OPEN not in spelled or ANSWER_CLOSE not in spelled:
+        return "format: no <answer>…</answer> block"
+    if THINK_OPEN in spelled and THINK_CLOSE not in spelled:
+        return "format: </think> missing"
+    if THINK_CLOSE in spelled and THINK_OPEN not in spelled:
+        return "format: </think> without <think>"
+    return "format: tags out of order (expected <think> … </think> <answer> … </answer>)"
+
+
+# ----------------------------------------------------------------------------- extraction
+
+
+def last_answer_tag(text: str) -> str | None:
+    """Paper A's extractor: the text of the last ``<answer>…</answer>``, stripped (None if none)."""
+    # Same result as the last match of re.finditer(r"<answer>(.*?)</answer>", text, re.DOTALL),
+    # found with str.find: the regex rescans to the end of the text from every unclosed
+    # <answer>, quadratic time on adversarial input.
+    text = _as_text(text)
+    found = None
+    position = 0
+    while True:
+        start = text.find(ANSWER_OPEN, position)
+        if start < 0:
+            break
+        end = text.find(ANSWER_CLOSE, start + len(ANSWER_OPEN))
+        if end < 0:
+            break
+        found = (start + len(ANSWER_OPEN), end)
+        position = end + len(ANSWER_CLOSE)
+    return text[found[0] : found[1]].strip() if found is not None else None
+
+
+def extract_answer(completion: str, scheme: Scheme = "strict", prefill: str = DEFAULT_PREFILL) -> str | None:
+    """The answer ``scheme`` reads from ``completion`` (stripped, not normalised), or None.
+
+    ``strict`` reads only from a well-formed completion; the paper schemes read the last
+    ``<answer>…</answer>`` whatever surrounds it.
+    """
+    if scheme == "strict":
+        return _strict_parse(completion, prefill)[0]
+    if scheme in ("paper", "paper_b"):
+        return last_answer_tag(_as_text(prefill) + _as_text(completion))
+    if scheme == "paper_eval":
+        return last_answer_tag(completion)
+    raise ValueError(f"unknown answer scheme {scheme!r}; known: {', '.join(SCHEMES)}")
+
+
+def check_answer(completion: str, gold: str, scheme: Scheme = "strict", prefill: str = DEFAULT_PREFILL) -> AnswerCheck:
+    """Check one completion against its gold answer under ``scheme`` (see the module docstring)."""
+    if scheme not in SCHEMES:
+        raise ValueError(f"unknown answer scheme {scheme!r}; known: {', '.join(SCHEMES)}")
+    gold = _as_text(gold)
+    if scheme == "strict":
+        answer, reason = _strict_parse(completion, prefill)
+        if answer is None:
+            return AnswerCheck(False, None, False, reason)
+        correct = answers_match(answer, gold, "strict")
+        return AnswerCheck(True, answer, correct, _verdict(answer, gold, correct, "strict"))
+    if scheme == "paper_eval":
+        answer = last_answer_tag(completion)
+        if answer is None:
+            return AnswerCheck(False, None, False, "no <answer>…</answer> tag")
+        correct = answers_match(answer, gold, "paper_eval")
+        return AnswerCheck(True, answer, correct, _verdict(answer, gold, correct, "paper_eval"))
+    format_ok, format_reason = paper_format_ok(completion, prefill)
+    answer = last_answer_tag(_as_text(prefill) + _as_text(completion))
+    if scheme == "paper":
+        if not format_ok:
+            return AnswerCheck(False, answer, False, format_reason)
+        if not answer:
+            return AnswerCheck(True, answer, False, "empty answer")
+        correct = answers_match(answer, gold, "paper")
+        return AnswerCheck(True, answer, correct, _verdict(answer, gold, correct, "paper"))
+    # paper_b: the two components are independent.
+    correct = answers_match(answer, gold, "strict")
+    reason = _verdict(answer, gold, correct, "strict") if answer else "no answer"
+    return AnswerCheck(format_ok, answer, correct, f"{format_reason}; {reason}")
+
+
+def _verdict(answer: str, gold: str, correct: bool, scheme: Scheme) -> str:
+    norm_pred, norm_gold = normalize(answer, scheme), normalize(gold, scheme)
+    if correct:
+        how = "equal" if norm_pred == norm_gold else "prediction ends with gold"
+        return f"correct ({how} after normalisation)"
+    return f"wrong: {_clip(norm_pred)!r} vs gold {_clip(norm_gold)!r}"
+
+
+def _clip(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
