@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import types
 import typing
 from pathlib import Path
 from typing import Any, Iterable, TypeVar
@@ -47,9 +48,22 @@ def _nested_dataclass(tp: Any) -> type | None:
     """The dataclass type inside ``tp`` (``X`` or ``X | None``), or None."""
     if dataclasses.is_dataclass(tp) and isinstance(tp, type):
         return tp
+    if typing.get_origin(tp) not in (typing.Union, types.UnionType):
+        return None  # list[X] / dict[str, X] are not one nested mapping (see _list_item_dataclass)
     for arg in typing.get_args(tp):
         if dataclasses.is_dataclass(arg) and isinstance(arg, type):
             return arg
+    return None
+
+
+def _list_item_dataclass(tp: Any) -> type | None:
+    """The dataclass ``X`` of a ``list[X]`` field (or ``list[X] | None``), or None."""
+    candidates = typing.get_args(tp) if typing.get_origin(tp) in (typing.Union, types.UnionType) else (tp,)
+    for candidate in candidates:
+        if typing.get_origin(candidate) is list:
+            (item,) = typing.get_args(candidate) or (None,)
+            if dataclasses.is_dataclass(item) and isinstance(item, type):
+                return item
     return None
 
 
@@ -70,6 +84,10 @@ def _check_unknown_keys(cls: type, data: dict, source: str, prefix: str = "") ->
         sub = _nested_dataclass(types[key])
         if sub is not None and value is not None:
             _check_unknown_keys(sub, value, source, prefix=f"{prefix}{key}.")
+        item = _list_item_dataclass(types[key])
+        if item is not None and isinstance(value, list):
+            for index, element in enumerate(value):
+                _check_unknown_keys(item, element, source, prefix=f"{prefix}{key}[{index}].")
 
 
 def _closest(key: str, known: Iterable[str]) -> str | None:
@@ -203,6 +221,7 @@ def describe_text(cls: type) -> str:
 # uses this map, so a new folder without an entry fails that test.
 CONFIG_KINDS: dict[str, str] = {
     "train": "tomrl.training.config:TrainConfig",
+    "accelerate": "tomrl.training.accelerate_config:AccelerateConfig",
     "eval": "tomrl.evaluation.config:EvalConfig",
     "generate": "tomrl.generators.config:GenerateConfig",
     "recipes": "tomrl.recipes:Recipe",

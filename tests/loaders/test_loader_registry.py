@@ -1,0 +1,57 @@
+"""The registry, every card, the tomrl data load command, and the dataset cards in docs/datasets.md."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tomrl.cli import main
+from tomrl.config import ConfigError
+from tomrl.loaders.registry import LOADERS, cards_markdown, load
+from tomrl.schema import read_examples
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "datasets.md"
+EXPECTED = {"hitom", "tomi", "exploretom", "opentom", "fantom", "tomrl-paper-train", "tomrl-paper-hitom600", "tomrl-paper-hitom4",
+            "tomrl-paper-tomi", "tomrl-paper-exploretom", "tomrl-paper-exploretom-infilled"}
+
+
+def test_every_documented_loader_is_registered_with_a_full_card():
+    assert EXPECTED <= set(LOADERS)
+    for name, loader in LOADERS.items():
+        card = loader.card
+        assert card.source and card.license and card.known_problems, name
+        if name != "jsonl":  # the generic loader of the user's own file has no upstream to document
+            assert card.paper and card.files and (card.counts or card.how_to_obtain), name
+    assert [n for n, loader in LOADERS.items() if loader.card.evaluation_only] == ["opentom"]
+
+
+def test_unknown_names_and_options_are_errors():
+    with pytest.raises(ConfigError, match="did you mean 'hitom'"):
+        load("hitmo")
+    with pytest.raises(ConfigError, match="unknown option 'splt'"):
+        load("tomi", splt="train")
+    with pytest.raises(ConfigError, match="must be one of"):
+        load("tomi", split="dev")
+
+
+def test_docs_hold_the_current_cards():
+    text = DOCS.read_text(encoding="utf-8")
+    assert cards_markdown() in text, "docs/datasets.md is stale: regenerate its cards block with python -m tomrl.loaders.registry"
+
+
+def test_load_command_writes_unified_jsonl(shared_data, tmp_path, capsys):
+    out = tmp_path / "tomi_val.jsonl"
+    assert main(["data", "load", "tomi", "split=validation", "oracle=false", "--out", str(out)]) == 0
+    examples = read_examples(out)
+    assert len(examples) == 5994 and {e.split for e in examples} == {"validation"}
+    assert "5,994 examples" in capsys.readouterr().out
+
+
+def test_load_command_errors(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("TOMRL_DATA", str(tmp_path))
+    assert main(["data", "load", "fantom", "--out", str(tmp_path / "f.jsonl")]) == 2
+    assert "fantom.tar.gz" in capsys.readouterr().err
+    assert not (tmp_path / "f.jsonl").exists()
+    assert main(["data", "load", "--list"]) == 0
+    assert "tomrl-paper-hitom4" in capsys.readouterr().out

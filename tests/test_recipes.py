@@ -1,0 +1,161 @@
+"""Recipes: every YAML resolves; the paper recipes build the right data; the safety rules hold."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from tomrl.config import ConfigError
+from tomrl.loaders.base import story_key
+from tomrl.recipes import RECIPES_DIR, build, build_recipe, load_recipe, recipe_names, write_recipe
+from tomrl.schema import read_examples
+
+PAPER_B = ["paper-b-hitom", "paper-b-fantom", "paper-b-exploretom", "paper-b-hitom-fantom", "paper-b-hitom-exploretom",
+           "paper-b-fantom-exploretom", "paper-b-all", "paper-b-hitom-o1", "paper-b-hitom-o4", "paper-b-hitom-o1-2", "paper-b-hitom-o1-3"]
+
+
+@pytest.mark.parametrize("name", recipe_names())
+def test_every_recipe_resolves(name):
+    recipe = load_recipe(name)
+    assert recipe.name == name and recipe.components and recipe.description
+
+
+def test_the_paper_recipes_are_shipped():
+    assert {"tomrl-paper", "tomrl-clean", *PAPER_B} <= set(recipe_names())
+
+
+def test_tomrl_paper_is_the_release(shared_data, tmp_path):
+    result, manifest = write_recipe("tomrl-paper", tmp_path)
+    files = {k: v["rows"] for k, v in manifest["files"].items()}
+    assert files == {"train": 3200, "validation": 8060, "test/hitom600": 600, "test/hitom4": 600, "test/tomi": 5994,
+                     "test/exploretom": 1066, "test/exploretom-infilled": 1066}
+    train = read_examples(tmp_path / "train.jsonl")
+    assert {e.split for e in train} == {"train"} and train[0].meta["recipe"] == "tomrl-paper"
+    assert (tmp_path / "recipe.yaml").is_file()
+
+
+def test_paper_b_splits_are_story_disjoint_and_mixed_as_declared(shared_data):
+    result = build(load_recipe("paper-b-hitom-exploretom"))
+    splits = result.splits
+    assert len(splits["train"]) == 1800 and len(splits["validation"]) == 600
+    for component in ("hitom", "exploretom"):
+        parts = {s: [e for e in splits[s] if e.meta["recipe_component"] == component] for s in ("train", "validation")}
+        parts["test"] = splits["test"][component]
+        assert [len(parts[s]) for s in ("train", "validation", "test")] == [900, 300, 300]
+        stories = {s: {story_key(e.story) for e in rows} for s, rows in parts.items()}
+        assert not stories["train"] & stories["test"] and not stories["train"] & stories["validation"] and not stories["validation"] & stories["test"]
+    hitom_train = [e for e in splits["train"] if e.meta["recipe_component"] == "hitom"]
+    assert Counter(e.order for e in hitom_train) == {1: 225, 2: 225, 3: 225, 4: 225}
+    explore_test = splits["test"]["exploretom"]
+    assert sum(e.order > 0 for e in explore_test) == 210 and sum(e.order == 0 for e in explore_test) == 90
+    assert not any(e.meta["binary"] for e in explore_test)
+    for genre in ("opentom-location-coarse", "opentom-location-fine", "opentom-multihop", "opentom-attitude"):
+        assert len(splits["test"][genre]) == 300
+    assert any("skipped test set 'fantom'" in note for note in result.notes)
+
+
+def test_mixtures_share_their_test_sets_and_order_subsets_filter_training(shared_data):
+    hitom = build_recipe("paper-b-hitom")
+    o4 = build_recipe("paper-b-hitom-o4")
+    assert [e.id for e in o4["test"]["hitom"]] == [e.id for e in hitom["test"]["hitom"]]
+    assert Counter(e.order for e in o4["test"]["hitom"]) == {1: 75, 2: 75, 3: 75, 4: 75}
+    assert {e.order for e in o4["train"]} == {4} and len(o4["train"]) == 225
+    assert {e.id for e in o4["train"]} <= {e.id for e in hitom["train"]}
+    assert not any(e.meta["recipe_component"] == "exploretom" for e in hitom["train"])
+    assert len(hitom["test"]["exploretom"]) == 300  # evaluated even when not trained on
+
+
+@pytest.mark.parametrize("name", ["paper-b-fantom", "paper-b-all", "paper-b-hitom-fantom"])
+def test_fantom_mixtures_fail_with_how_to_obtain(shared_data, name, tmp_path, monkeypatch):
+    monkeypatch.setenv("TOMRL_DATA", str(shared_data))
+    if (shared_data / "fantom" / "fantom_v1.json").exists():
+        pytest.skip("FANToM is present")
+    with pytest.raises(ConfigError, match="fantom.tar.gz.*sha256"):
+        build_recipe(name)
+
+
+def test_evaluation_only_data_is_refused_for_training(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("name: bad\ncomponents:\n  - {name: ot, loader: opentom, split: train}\n")
+    with pytest.raises(ConfigError, match="evaluation-only.*train split"):
+        load_recipe(path)
+    path.write_text("name: bad\ncomponents:\n  - {name: ot, loader: opentom, split_counts: {validation: 10, test: 10}}\n")
+    with pytest.raises(ConfigError, match="evaluation-only.*validation split"):
+        load_recipe(path)
+    path.write_text("name: ok\ncomponents:\n  - {name: ot, loader: opentom, split: test, count: 5}\n")
+    assert load_recipe(path).components[0].loader == "opentom"
+
+
+def test_unknown_keys_and_bad_values_are_errors(tmp_path):
+    path = tmp_path / "r.yaml"
+    path.write_text("name: r\ncomponents:\n  - {name: a, loader: hitom, split: test, cuont: 5}\n")
+    with pytest.raises(ConfigError, match=r"unknown key 'components\[0\]\.cuont'.*did you mean"):
+        load_recipe(path)
+    path.write_text("name: r\ncomponents:\n  - {name: a, loader: hitom, split: test, strata: [{name: x, share: 0.5}], count: 4}\n")
+    with pytest.raises(ConfigError, match="shares must sum to 1"):
+        load_recipe(path)
+    path.write_text("name: r\ncomponents:\n  - {name: a, loader: nosuch, split: test}\n")
+    with pytest.raises(ConfigError, match="unknown loader 'nosuch'"):
+        load_recipe(path)
+    path.write_text("name: r\nextends: tomrl-paper\ntrain_on: [nosuch]\n")
+    with pytest.raises(ConfigError, match="train_on/train_orders name 'nosuch'"):
+        load_recipe(path)
+
+
+def test_story_overlap_is_caught_when_forbidden(shared_data, tmp_path):
+    path = tmp_path / "leaky.yaml"
+    path.write_text(
+        "name: leaky\nforbid_story_overlap: true\ncomponents:\n"
+        "  - {name: train, loader: tomrl-paper-train, split: train}\n"
+        "  - {name: hitom4, loader: tomrl-paper-hitom4, split: test}\n"
+    )
+    with pytest.raises(ConfigError, match="600 stories of train also occur in test set 'hitom4'"):
+        build_recipe(path)
+
+
+def test_shipped_recipe_files_are_where_the_loader_looks():
+    assert all((RECIPES_DIR / f"{name}.yaml").is_file() for name in recipe_names())
+
+
+def test_tomrl_clean_has_no_shared_story(shared_data):
+    pytest.importorskip("tomrl.generators", reason="tomrl-clean needs tomrl's generator")
+    splits = build_recipe("tomrl-clean")  # the build itself fails on any story shared between splits
+    generated = [e for e in splits["train"] if e.meta["recipe_component"] == "hitom-train"]
+    assert len(generated) == 2000 and {e.order for e in generated} == {0, 1, 2, 3}  # order 4 held out
+    assert all("\n" not in e.story and not e.story[0].isdigit() for e in generated)  # the release's training form
+    assert len(splits["train"]) == 2000 + 267 and len(splits["validation"]) == 400
+    assert {name: len(rows) for name, rows in splits["test"].items()} == {
+        "hitom600": 600, "hitom4": 600, "tomi": 5994, "exploretom": 1066, "exploretom-infilled": 1066}
+
+
+def test_recipe_command(shared_data, tmp_path, capsys):
+    from tomrl.cli import main
+
+    assert main(["data", "load", "recipe:paper-b-hitom-o1", "--out", str(tmp_path / "o1")]) == 0
+    captured = capsys.readouterr()
+    assert "train.jsonl" in captured.out and "skipped test set 'fantom'" in captured.err
+    assert len(read_examples(tmp_path / "o1" / "train.jsonl")) == 225
+    if not (shared_data / "fantom" / "fantom_v1.json").exists():
+        assert main(["data", "load", "recipe:paper-b-fantom", "--out", str(tmp_path / "f")]) == 2
+        assert "fantom.tar.gz" in capsys.readouterr().err
+        assert not (tmp_path / "f" / "train.jsonl").exists()
+
+
+def test_optional_test_sets_are_skipped_only_when_missing(tmp_path, monkeypatch):
+    monkeypatch.setenv("TOMRL_DATA", str(tmp_path))
+    bad = tmp_path / "fantom_v1.json"
+    bad.write_text("[1, 2]")
+    path = tmp_path / "r.yaml"
+    path.write_text("name: r\ncomponents:\n"
+                    "  - {name: mine, loader: jsonl, path: PATH, split: test}\n"
+                    "  - {name: fantom, loader: fantom, split: test, optional: true}\n".replace("PATH", str(tmp_path / "mine.jsonl")))
+    from tomrl.schema import Example, write_examples
+
+    write_examples(tmp_path / "mine.jsonl", [Example("a", "toy", "test", "Al entered the den.", "Where is Al?", "den", 0, "q", None, 1, "s")])
+    bad.unlink()
+    result = build(load_recipe(path))
+    assert list(result.splits["test"]) == ["mine"] and "skipped test set 'fantom'" in result.notes[0]
+    bad.write_text("[1, 2]")  # present but broken: an error, not a skip
+    with pytest.raises(ConfigError, match=r"fantom_v1\.json: row 0: expected an object"):
+        build(load_recipe(path))
