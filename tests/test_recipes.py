@@ -159,3 +159,54 @@ def test_optional_test_sets_are_skipped_only_when_missing(tmp_path, monkeypatch)
     bad.write_text("[1, 2]")  # present but broken: an error, not a skip
     with pytest.raises(ConfigError, match=r"fantom_v1\.json: row 0: expected an object"):
         build(load_recipe(path))
+
+
+GENERATED_RECIPE = """\
+name: gen
+components:
+  - name: gen
+    generate: {benchmark: tomi, n: 12, stories: 6}
+    split_counts: {train: 4, test: 2}
+"""
+
+
+def test_write_recipe_replaces_only_recipe_folders(tmp_path):
+    """--out is replaced as a whole, so a folder of other things (or a file) is refused and left untouched."""
+    pytest.importorskip("tomrl.generators", reason="the recipe uses tomrl's generator")
+    recipe = tmp_path / "gen.yaml"
+    recipe.write_text(GENERATED_RECIPE)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+    with pytest.raises(ConfigError, match="is not a recipe folder"):
+        write_recipe(recipe, mine)
+    assert [p.name for p in mine.iterdir()] == ["notes.txt"]
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ConfigError, match="not a folder"):
+        write_recipe(recipe, tmp_path / "file")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    _, manifest = write_recipe(recipe, empty)
+    assert sorted(p.name for p in empty.iterdir()) == ["manifest.json", "recipe.yaml", "test", "train.jsonl"]
+    assert manifest["files"]["train"]["rows"] == 4
+    (empty / "test" / "old-set.jsonl").write_text("stale")
+    write_recipe(recipe, empty)  # a recipe folder is replaced whole: the stale test file goes
+    assert sorted(p.name for p in (empty / "test").iterdir()) == ["gen.jsonl"]
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".partial")]
+
+
+def test_build_checks_every_answer_against_its_story(tmp_path, monkeypatch):
+    """Rows from a loader that does not check its answers are still checked by the build."""
+    from tomrl.loaders import registry
+    from tomrl.schema import Example, write_examples
+
+    rows = [Example("a", "tomi", "test", "Al entered the den.\nThe pen is in the red_box.", "Where is the pen?", "red_box", 0, "q", None, 2, "s1"),
+            Example("b", "tomi", "test", "Bo entered the hall.\nThe cup is in the blue_bag.", "Where is the cup?", "green_bag", 0, "q", None, 2, "s2")]
+    write_examples(tmp_path / "mine.jsonl", rows)
+    path = tmp_path / "r.yaml"
+    path.write_text(f"name: r\ncomponents:\n  - {{name: mine, loader: jsonl, path: {tmp_path / 'mine.jsonl'}, split: test}}\n")
+    with pytest.raises(ConfigError, match=r"component 'mine': .*mine\.jsonl:2: field 'answer': 'green_bag' never occurs in the story"):
+        build(load_recipe(path))  # the jsonl loader's own check, naming file and line
+    monkeypatch.setattr(registry, "load", lambda name, path=None, **options: read_examples(path))  # schema checks only
+    with pytest.raises(ConfigError, match=r"component 'mine': example 'b' \(tomi\): field 'answer': 'green_bag' never occurs"):
+        build(load_recipe(path))

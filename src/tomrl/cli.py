@@ -4,6 +4,7 @@
     tomrl data load hitom --out data/hitom_official.jsonl
     tomrl data audit --train train.jsonl --test test.jsonl
     tomrl data verify hitom
+    tomrl data check data/train.jsonl --skip-bad --out data/clean.jsonl
     tomrl reward score --reward strict --input completions.jsonl --out scored.jsonl
     tomrl eval --model smollm2-135m --benchmark hitom600 --limit 20
     tomrl train --config configs/train/smoke_cpu.yaml max_steps=2
@@ -31,6 +32,7 @@ COMMANDS: dict[str, str | dict[str, str]] = {
         "verify": "tomrl.generators.verify",
         "load": "tomrl.loaders.command",
         "audit": "tomrl.audit.command",
+        "check": "tomrl.data_checks",
     },
     "reward": {"score": "tomrl.rewards.command"},
     "train": "tomrl.training.command",

@@ -158,7 +158,61 @@ def resolve_model(name_or_path: str, prepare_if_missing: bool = True) -> str:
                 raise RuntimeError(f"{name_or_path} is not prepared; run: tomrl models prepare {name_or_path}")
             prepare(name_or_path)
         return str(embedded_dir(name_or_path))
+    if name_or_path == TINY_MODEL:
+        return str(tiny_model_dir())
     return name_or_path
+
+
+# A 2-layer Qwen2 with random weights and the embedded tokenizer, built once into the cache:
+# smoke configs name it (`model: tiny-qwen2`) so they run in seconds without the network.
+TINY_MODEL = "tiny-qwen2"
+
+
+def tiny_model_dir() -> Path:
+    target = tomrl_home() / "models" / TINY_MODEL
+    if not (target / "config.json").exists():
+        staging = target.with_name(f"{TINY_MODEL}.partial{os.getpid()}")
+        shutil.rmtree(staging, ignore_errors=True)
+        build_tiny_model(staging)
+        if target.exists():
+            shutil.rmtree(staging)
+        else:
+            os.replace(staging, target)
+    return target
+
+
+def model_reference_problem(name_or_path: str) -> str | None:
+    """Why ``name_or_path`` cannot name a model, or None when it may (checked before any work).
+
+    Embedded names are fine; an existing folder must hold a ``config.json``; a local-looking
+    path (``/x``, ``./x``, ``~/x``, ``a/b/c``, or one whose first folder exists here) must exist.
+    A hub id (``org/name`` or ``name``) cannot be checked offline and passes.
+    """
+    name = name_or_path.strip()
+    if not name:
+        return "empty: name an embedded model (" + ", ".join([*EMBEDDED_MODELS, TINY_MODEL]) + "), a hub id or a local folder"
+    if name in EMBEDDED_MODELS or name == TINY_MODEL:
+        return None
+    path = Path(name).expanduser()
+    if path.exists():
+        if not path.is_dir():
+            return f"{name} is a file; give the model's folder (with config.json and *.safetensors)"
+        if not (path / "config.json").is_file():
+            return f"{name} has no config.json: not a model folder (a checkpoint folder holds config.json and *.safetensors)"
+        return None
+    looks_local = name.startswith(("/", "./", "../", "~")) or name.count("/") > 1 or Path(name.split("/")[0]).is_dir()
+    if looks_local:
+        return f"{name}: no such folder"
+    return None
+
+
+def check_model_reference(name_or_path: str, key: str = "model") -> None:
+    """Raise ConfigError naming ``key`` when :func:`model_reference_problem` finds one."""
+    from tomrl.config import ConfigError
+
+    problem = model_reference_problem(name_or_path)
+    if problem is not None:
+        raise ConfigError(f"key '{key}': {problem}")
 
 
 def list_models() -> list[dict[str, Any]]:

@@ -24,14 +24,22 @@ and ``train_orders`` (orders kept in a component's train and validation parts).
 Rules enforced here: a data set whose card is evaluation-only (OpenToM) can never feed a training
 or validation split; a component used for training fails loudly when its data are missing (FANToM
 says how to obtain it), while a test-only component marked ``optional`` is skipped with a note;
-``forbid_story_overlap: true`` makes the build fail if any story is shared between splits.
+``forbid_story_overlap: true`` makes the build fail if any story is shared between splits; every
+row's answer must pass :func:`tomrl.data_checks.validate_answers_in_story` (in location data sets
+the answer is a place the story names).
+
+``write_recipe`` is all or nothing: it writes ``OUT.partial`` and renames it to ``OUT``, replacing
+an earlier recipe folder as a whole (never a folder without ``manifest.json``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import os
 import random
 import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -367,6 +375,7 @@ class BuildResult:
 
 def build(recipe: Recipe) -> BuildResult:
     """Materialise a resolved recipe."""
+    from tomrl.data_checks import validate_answers_in_story
     from tomrl.loaders.base import DataMissingError, story_keys
     from tomrl.loaders.registry import LOADERS
 
@@ -390,6 +399,10 @@ def build(recipe: Recipe) -> BuildResult:
         except (BadInputError, ConfigError) as err:
             raise ConfigError(f"{where}: {err}") from None
         rows = _reformat(rows, c.story_format)
+        try:  # loaders check their rows; this also covers generated rows and rewritten stories
+            rows = validate_answers_in_story(rows)
+        except BadInputError as err:
+            raise ConfigError(f"{where}: {err}") from None
         excluded = set().union(*(stories_of.get(o, set()) for o in c.exclude_stories_of)) if c.exclude_stories_of else set()
         rows = _filter(rows, c, excluded)
         if not rows:
@@ -449,28 +462,102 @@ def build_recipe(name_or_path: str | Path) -> dict[str, Any]:
     return build(load_recipe(name_or_path)).splits
 
 
+RECIPE_FOLDER_MARKER = "manifest.json"  # written last: a folder holding it is a complete recipe output
+PARTIAL_SUFFIX = ".partial"
+
+
+def _check_out_dir(out: Path) -> None:
+    """Refuse an ``--out`` that is not ours to replace: a file, or a folder of other things."""
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise ConfigError(f"{out}: exists and is not a folder; a recipe writes a folder (choose another --out)")
+    if ((out / RECIPE_FOLDER_MARKER).is_file() and (out / "recipe.yaml").is_file()) or not any(out.iterdir()):
+        return
+    raise ConfigError(
+        f"{out}: exists and is not a recipe folder (no {RECIPE_FOLDER_MARKER} and recipe.yaml); tomrl replaces the whole --out folder, "
+        "so choose a new or empty folder, or remove this one"
+    )
+
+
+def _retired(out: Path) -> Path:
+    return out.with_name(out.name + ".old" + PARTIAL_SUFFIX)
+
+
+def _recover_interrupted_swap(out: Path) -> None:
+    """A crash between the two renames of :func:`_publish` leaves the old folder only as ``OUT.old.partial``:
+    put it back (or drop it when the new folder did arrive), so a failed re-run never loses it."""
+    retired = _retired(out)
+    if not retired.is_dir():
+        return
+    if out.exists():
+        shutil.rmtree(retired)
+    else:
+        os.replace(retired, out)
+
+
+def _publish(staging: Path, out: Path) -> None:
+    """Move the complete ``staging`` folder to ``out``, replacing any old one (two renames, never a mix)."""
+    if out.exists():
+        retired = _retired(out)
+        os.replace(out, retired)
+        try:
+            os.replace(staging, out)
+        except BaseException:
+            os.replace(retired, out)
+            raise
+        shutil.rmtree(retired)
+    else:
+        os.replace(staging, out)
+    # Make the renames durable: a power cut must not bring back the half-built state.
+    with contextlib.suppress(OSError):
+        fd = os.open(out.parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
 def write_recipe(name_or_path: str | Path, out_dir: str | Path) -> tuple[BuildResult, dict]:
-    """Build a recipe and write ``train.jsonl``, ``validation.jsonl``, ``test/<name>.jsonl`` and
-    ``manifest.json`` (counts, notes, the resolved recipe) under ``out_dir``; returns the manifest."""
+    """Build a recipe and write ``train.jsonl``, ``validation.jsonl``, ``test/<name>.jsonl``,
+    ``recipe.yaml`` and ``manifest.json`` (counts, notes, the resolved recipe) as the folder ``out_dir``;
+    returns the build and the manifest.
+
+    All or nothing: the files are written into ``OUT.partial`` and the finished folder is renamed
+    to ``OUT``, replacing an earlier recipe folder there as a whole (so no stale test file of an
+    earlier build survives). A crash leaves ``OUT`` as it was (absent, or the earlier complete
+    version); leftovers of a crashed write are cleaned up by the next one. An ``OUT`` that exists
+    and is neither empty nor a recipe folder (``manifest.json`` and ``recipe.yaml``) is refused, never replaced.
+    """
     import yaml
 
     from tomrl.io import atomic_write_json, atomic_write_text
     from tomrl.schema import write_examples
 
     recipe = load_recipe(name_or_path)
+    out = Path(out_dir).expanduser().resolve()
+    staging = out.with_name(out.name + PARTIAL_SUFFIX)
+    shutil.rmtree(staging, ignore_errors=True)  # left by a crashed earlier write
+    _recover_interrupted_swap(out)
+    _check_out_dir(out)  # before the build: a refused --out costs no work
     result = build(recipe)
-    out = Path(out_dir)
-    files = {}
-    for split in ("train", "validation"):
-        rows = result.splits[split]
-        if rows:
-            write_examples(out / f"{split}.jsonl", rows)
-            files[split] = {"file": f"{split}.jsonl", "rows": len(rows)}
-    for name, rows in result.splits["test"].items():
-        write_examples(out / "test" / f"{name}.jsonl", rows)
-        files[f"test/{name}"] = {"file": f"test/{name}.jsonl", "rows": len(rows)}
-    resolved = dataclasses.asdict(recipe)
-    atomic_write_text(out / "recipe.yaml", yaml.safe_dump(resolved, sort_keys=False, allow_unicode=True))
-    manifest = {"recipe": recipe.name, "paper": recipe.paper, "seed": recipe.seed, "files": files, "components": result.components, "notes": result.notes}
-    atomic_write_json(out / "manifest.json", manifest)
+    staging.mkdir(parents=True)
+    try:
+        files = {}
+        for split in ("train", "validation"):
+            rows = result.splits[split]
+            if rows:
+                write_examples(staging / f"{split}.jsonl", rows)
+                files[split] = {"file": f"{split}.jsonl", "rows": len(rows)}
+        for name, rows in result.splits["test"].items():
+            write_examples(staging / "test" / f"{name}.jsonl", rows)
+            files[f"test/{name}"] = {"file": f"test/{name}.jsonl", "rows": len(rows)}
+        resolved = dataclasses.asdict(recipe)
+        atomic_write_text(staging / "recipe.yaml", yaml.safe_dump(resolved, sort_keys=False, allow_unicode=True))
+        manifest = {"recipe": recipe.name, "paper": recipe.paper, "seed": recipe.seed, "files": files, "components": result.components, "notes": result.notes}
+        atomic_write_json(staging / RECIPE_FOLDER_MARKER, manifest)
+        _publish(staging, out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
     return result, manifest

@@ -106,6 +106,7 @@ class ReadReport:
     path: str
     read: int = 0
     skipped: list[str] = field(default_factory=list)
+    line_numbers: dict[str, int] = field(default_factory=dict)  # example id -> its line, for later checks' messages
 
 
 def read_examples(path: str | Path, skip_bad: bool = False, report: ReadReport | None = None) -> list[Example]:
@@ -132,6 +133,7 @@ def read_examples(path: str | Path, skip_bad: bool = False, report: ReadReport |
             report.skipped.append(str(err))
             continue
         seen[example.id] = line_number
+        report.line_numbers[example.id] = line_number
         examples.append(example)
     report.read = len(examples)
     if not examples and not report.skipped:

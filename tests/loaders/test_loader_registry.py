@@ -55,3 +55,32 @@ def test_load_command_errors(tmp_path, capsys, monkeypatch):
     assert not (tmp_path / "f.jsonl").exists()
     assert main(["data", "load", "--list"]) == 0
     assert "tomrl-paper-hitom4" in capsys.readouterr().out
+
+
+def test_load_checks_answers_against_the_story(shared_data, tmp_path, capsys):
+    """An original ToMi file whose row 2 names a place its story never mentions stops the load."""
+    import json
+
+    lines = (shared_data / "tomi" / "tomi_test.jsonl").read_text(encoding="utf-8").splitlines()[:3]
+    row = json.loads(lines[1])
+    row["answer"] = "purple_bathtub"
+    lines[1] = json.dumps(row)
+    bad = tmp_path / "tomi_test.jsonl"
+    bad.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    assert main(["data", "load", "tomi", "split=test", "oracle=false", "--path", str(bad), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"data set 'tomi' ({bad}): example 'tomi-{row['id']}' (tomi): field 'answer': 'purple_bathtub' never occurs in the story" in err
+    assert not out.exists()
+    assert len(load("tomi", split="test", oracle=False)) == 5994  # the real file passes
+
+
+def test_jsonl_loader_names_file_and_line_of_a_wrong_answer(tmp_path):
+    from tomrl.io import BadInputError
+    from tomrl.schema import Example, write_examples
+
+    story = "Al entered the den.\nThe pen is in the red_box."
+    write_examples(tmp_path / "mine.jsonl", [Example("a", "tomrl-tomi", "test", story, "Where is the pen?", "red_box", 0, "q", None, 2, "s"),
+                                             Example("b", "tomrl-tomi", "test", story, "Where is the pen?", "green_bag", 0, "q", None, 2, "s")])
+    with pytest.raises(BadInputError, match=r"mine\.jsonl:2: field 'answer': 'green_bag' never occurs in the story"):
+        load("jsonl", tmp_path / "mine.jsonl")

@@ -1,1 +1,17 @@
-"""Analysis and reports: collapse, inverted difficulty, shortcuts, generalization, plots."""
+"""Analysis and reports: collapse, inverted difficulty, shortcuts, generalization, plots.
+
+    tomrl report RUN_DIR... [--out DIR]        # tomrl.analysis.command
+
+Data flows one way:
+
+- ``runs``          reads training-run and evaluation folders (the only module that knows their files);
+- ``significance``  the statistics (MOVER-Wilson differences, Cochran–Armitage, window changes);
+- ``detectors``     reasoning collapse, inverted difficulty, negative transfer, ID/OOD divergence;
+- ``beliefs``       does a trace state a belief (the fidelity reward's parser);
+- ``shortcuts``     the model's answers against the audit's no-ToM heuristics;
+- ``plots``         PNG figures (matplotlib, Agg);
+- ``document``      the report as data, rendered to self-contained HTML and Markdown;
+- ``report``        assembles the sections and writes report.html, report.md, PNGs, detectors.json.
+
+See docs/analysis.md.
+"""

@@ -1,8 +1,64 @@
 """Build a report from runs: tomrl report RUN_DIR... [--out DIR].
 
-(Not built yet: issue #8.)
+    tomrl report runs/demo                          # writes runs/demo/report/
+    tomrl report runs/base_eval runs/rl_0.5b --out reports/rl_0.5b
+
+RUN_DIR is any folder holding training runs (``metrics.jsonl``, from ``tomrl train``) and/or
+evaluations (``results.json``, from ``tomrl eval``), searched recursively. The output folder gets
+``report.html`` (self-contained), ``report.md`` (same content), PNG plots and ``detectors.json``.
+The detectors (reasoning collapse, inverted difficulty, negative transfer, ID/OOD divergence) are
+explained in docs/analysis.md; each one's evidence is in the report.
+
+Exit status: 0 when the report was written (whatever the detectors found); with
+``--fail-on-detection``, 1 when any detector fired (for CI).
 """
 
-from tomrl.pending import placeholder
+from __future__ import annotations
 
-register, run = placeholder(8, "tomrl report")
+import argparse
+from pathlib import Path
+
+
+def register(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="training-run and/or evaluation folders")
+    parser.add_argument("--out", help="output folder (default: RUN_DIR/report when one RUN_DIR is given)")
+    parser.add_argument("--title", default="tomrl report", help="title of the report")
+    parser.add_argument("--min-relative-drop", type=float, default=0.2,
+                        help="smallest fall in response length (first vs last third of training) that counts as "
+                             "collapse (default 0.2 = 20 %%)")
+    parser.add_argument("--fail-on-detection", action="store_true", help="exit 1 when any detector fired")
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from tomrl.analysis.report import default_options, write_report
+    from tomrl.analysis.runs import load_runs
+    from tomrl.config import ConfigError
+
+    if args.out:
+        out = Path(args.out)
+    elif len(args.run_dirs) == 1:
+        out = Path(args.run_dirs[0]) / "report"
+    else:
+        raise ConfigError("several RUN_DIRs given: say where the report goes with --out DIR")
+    if not 0 <= args.min_relative_drop < 1:
+        raise ConfigError(f"--min-relative-drop must be in [0, 1), got {args.min_relative_drop}")
+
+    console = Console(stderr=True)
+    runs = load_runs(args.run_dirs)
+    console.print(f"read {len(runs.training)} training run(s) and {len(runs.evaluations)} evaluation(s)")
+    options = default_options(title=args.title, min_relative_drop=args.min_relative_drop)
+    for note in options.notes:
+        console.print(f"[yellow]note:[/yellow] {note}")
+    written = write_report(runs, out, options)
+
+    import json
+
+    detectors = json.loads(written["detectors"].read_text(encoding="utf-8"))["detectors"]
+    for result in detectors:
+        mark = "[bold red]FIRED[/bold red]" if result["fired"] else result["verdict"]
+        console.print(f"  {result['title']} — {result['subject']}: {mark}")
+    console.print(f"report: {written['html']} and {written['markdown']}")
+    fired = any(result["fired"] for result in detectors)
+    return 1 if args.fail_on_detection and fired else 0

@@ -14,7 +14,14 @@ of Mind (see :mod:`tomrl.audit.heuristics`), by data set and order. ``--json`` w
 numbers (and the ids of every leaked test row) as JSON.
 
 A FILE is a unified-schema JSONL file (``tomrl data load`` / ``tomrl data generate`` output);
-a name that is not a file is loaded with that loader (``tomrl data load --list``).
+a name that is not a file is loaded with that loader (``tomrl data load --list``). Both are checked
+like ``tomrl data check`` (schema, duplicate ids, answers that cannot be right): the first bad row
+stops the audit (exit 2, ``file:line: field 'x': ...``, no report written). With ``--skip-bad``,
+bad rows of JSONL files are skipped instead; the count (and the first few reasons) is printed to
+stderr and recorded in the reports (``skipped_lines`` in the JSON, a note in the Markdown), so the
+audit says what it was computed on:
+
+    tomrl data audit --test raw.jsonl --skip-bad --json audit.json
 """
 
 from __future__ import annotations
@@ -32,20 +39,49 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--by-question-type", action="store_true", help="add a shortcut table per question type")
     parser.add_argument("--train-shortcuts", action="store_true", help="also compute balance and shortcuts on the training data")
     parser.add_argument("--data", help="data root for loader names (default: $TOMRL_DATA or ../shared/data)")
+    parser.add_argument("--skip-bad", action="store_true", help="skip bad rows of JSONL inputs (counted and reported) instead of stopping at the first")
 
 
-def read_input(spec: str):
-    """Examples from a JSONL file, or from the loader of that name."""
+def read_input(spec: str, skip_bad: bool = False, report=None):
+    """Examples from a JSONL file (schema and answer checks, :func:`tomrl.data_checks.read_checked_examples`),
+    or from the loader of that name. ``skip_bad`` (files only) records skipped rows in ``report``."""
     from tomrl.config import ConfigError
+    from tomrl.data_checks import read_checked_examples
     from tomrl.loaders.registry import LOADERS, load
-    from tomrl.schema import read_examples
 
     path = Path(spec).expanduser()
     if path.exists():
-        return read_examples(path)
+        return read_checked_examples(path, skip_bad=skip_bad, report=report)
     if spec in LOADERS:
         return load(spec)
     raise ConfigError(f"{spec}: no such file, and not a data set name (tomrl data load --list)")
+
+
+SHOWN_SKIPS = 5
+
+
+def _read_all(specs: list[str], skip_bad: bool) -> tuple[list, dict[str, list[str]]]:
+    """``[(spec, examples)]`` and ``{spec: skipped reasons}`` for the specs that skipped rows."""
+    import sys
+
+    from tomrl.io import BadInputError
+    from tomrl.schema import ReadReport
+
+    inputs, skipped = [], {}
+    for spec in specs:
+        report = ReadReport(spec)
+        rows = read_input(spec, skip_bad=skip_bad, report=report)
+        if report.skipped:
+            skipped[spec] = list(report.skipped)
+            print(f"{spec}: skipped {len(report.skipped)} bad lines, kept {len(rows)} rows", file=sys.stderr)
+            for reason in report.skipped[:SHOWN_SKIPS]:
+                print(f"  skipped: {reason}", file=sys.stderr)
+            if len(report.skipped) > SHOWN_SKIPS:
+                print(f"  … and {len(report.skipped) - SHOWN_SKIPS} more", file=sys.stderr)
+        if not rows:
+            raise BadInputError(f"{spec}: no row passed the checks; nothing to audit")
+        inputs.append((spec, rows))
+    return inputs, skipped
 
 
 def run(args: argparse.Namespace) -> int:
@@ -56,9 +92,12 @@ def run(args: argparse.Namespace) -> int:
 
     if args.data:
         os.environ["TOMRL_DATA"] = str(Path(args.data).expanduser())
-    train = (args.train, read_input(args.train)) if args.train else None
-    tests = [(spec, read_input(spec)) for spec in args.test]
+    inputs, skipped = _read_all(([args.train] if args.train else []) + list(args.test), args.skip_bad)
+    train = inputs[0] if args.train else None
+    tests = inputs[1:] if args.train else inputs
     report = audit(train, tests, seed=args.seed, by_question_type=args.by_question_type, train_shortcuts=args.train_shortcuts)
+    if args.skip_bad:
+        report["skipped_lines"] = skipped
     markdown = to_markdown(report)
     print(markdown)
     if args.markdown:

@@ -127,6 +127,8 @@ def to_markdown(report: dict) -> str:
         out.append(f"- Train: {_describe(report['train'])}")
     for entry in report["tests"]:
         out.append(f"- Test: {_describe(entry)}")
+    for name, reasons in (report.get("skipped_lines") or {}).items():
+        out.append(f"- Skipped (--skip-bad): {len(reasons):,} bad lines of `{name}`, not counted in any number below (first: {reasons[0]})")
     out.append("")
     for entry in report["tests"]:
         out += [f"## Test file `{entry['file']}`", ""]

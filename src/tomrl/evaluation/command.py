@@ -1,8 +1,104 @@
 """Evaluate a model: tomrl eval --model M --benchmark B[,B...] [--limit N] [--out DIR].
 
-(Not built yet: issue #6.)
+    tomrl eval --list                                                   # benchmarks and suites
+    tomrl eval --model smollm2-135m --benchmark paper --limit 20        # Paper A's five columns, 20 questions each
+    tomrl eval --model smollm2-135m --benchmark tom --limit 50 --greedy
+    tomrl eval --model Qwen/Qwen2.5-0.5B-Instruct --engine vllm --benchmark paper max_new_tokens=4096
+    tomrl eval --engine openai --model gpt-4o-mini --benchmark tomi --limit 100 openai.base_url=https://api.openai.com/v1
+    tomrl eval --config configs/eval/paper_a.yaml model=./checkpoints/step-800 paper_row="0.5B + RL"
+    tomrl eval --table runs/eval/A runs/eval/B                          # Table 1 of finished runs
+
+Writes ``samples.jsonl``, ``results.json``, ``table.md`` (and ``run.json``, ``timing.jsonl``)
+into ``--out`` (default ``runs/eval/<model>-<settings hash>``). Interrupted (Ctrl-C, a crash, a
+killed job), the same command resumes: finished answers are kept and not generated again.
+Sampling defaults to Paper A's (temperature 0.6, top-p 0.95); ``--greedy`` decodes greedily.
+Every ``EvalConfig`` key below can be given as ``key=value`` (nested: ``openai.base_url=…``).
 """
 
-from tomrl.pending import placeholder
+from __future__ import annotations
 
-register, run = placeholder(6, "tomrl eval")
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def register(parser: argparse.ArgumentParser) -> None:
+    from tomrl.config import describe_text
+    from tomrl.evaluation.config import EvalConfig
+
+    parser.epilog = describe_text(EvalConfig)
+    parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides, e.g. max_new_tokens=512")
+    parser.add_argument("--config", help="YAML config under configs/eval/ (flags and key=value override it)")
+    parser.add_argument("--model", help="embedded name, hub id, local path, or API model name")
+    parser.add_argument("--benchmark", "--benchmarks", dest="benchmark", help="comma-separated benchmarks or suites (see --list)")
+    parser.add_argument("--limit", type=int, help="at most N questions per benchmark, spread over orders (seeded)")
+    parser.add_argument("--out", help="run folder (resumes if it holds a run with the same settings)")
+    parser.add_argument("--engine", choices=["hf", "vllm", "openai"], help="generation engine (default hf)")
+    parser.add_argument("--greedy", action="store_true", help="greedy decoding instead of Paper A's sampling")
+    parser.add_argument("--list", action="store_true", help="list benchmarks and suites, then exit")
+    parser.add_argument("--table", nargs="+", metavar="RUN_DIR", help="print Paper A's Table 1 layout for finished runs, then exit")
+    parser.add_argument("--all-paper-rows", action="store_true", help="with --table: also print every row of Paper A's table")
+
+
+def _list_text() -> str:
+    from tomrl.evaluation.benchmarks import BENCHMARKS, SUITES
+
+    lines = ["Suites:"]
+    for name, members in SUITES.items():
+        lines.append(f"  {name:<22} {', '.join(members)}")
+    lines.append("Benchmarks:")
+    for name, bench in BENCHMARKS.items():
+        extra = f" [Paper A column: {bench.paper_column}]" if bench.paper_column else ""
+        lines.append(f"  {name:<22} v{bench.version} {bench.loader}, prompt {bench.prompt_style}: {bench.description}{extra}")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    from tomrl.config import ConfigError, load_config
+    from tomrl.evaluation.config import EvalConfig
+
+    if args.list:
+        print(_list_text())
+        return 0
+    if args.table:
+        from tomrl.evaluation.table import markdown_table
+
+        results = []
+        for folder in args.table:
+            path = Path(folder) / "results.json" if Path(folder).is_dir() else Path(folder)
+            if not path.is_file():
+                raise ConfigError(f"{path}: no results.json (run tomrl eval first)")
+            results.append(json.loads(path.read_text(encoding="utf-8")))
+        print(markdown_table(results, all_paper_rows=args.all_paper_rows))
+        return 0
+
+    overrides = []
+    for flag, key in (("model", "model"), ("limit", "limit"), ("out", "out"), ("engine", "engine")):
+        value = getattr(args, flag)
+        if value is not None:
+            overrides.append(f"{key}={json.dumps(value)}")
+    if args.benchmark is not None:
+        names = [n.strip() for n in args.benchmark.split(",") if n.strip()]
+        overrides.append(f"benchmarks={json.dumps(names)}")
+    if args.greedy:
+        overrides.append("temperature=0")
+    for item in args.overrides:
+        if "=" not in item:
+            raise ConfigError(f"unexpected argument '{item}': overrides are key=value (see tomrl eval --help)")
+    cfg = load_config(EvalConfig, args.config, overrides + list(args.overrides))
+
+    from tomrl.evaluation.runner import run_eval
+    from tomrl.evaluation.table import markdown_table, summary_markdown
+
+    outcome = run_eval(cfg, log=lambda message: print(message, flush=True))
+    print()
+    print(markdown_table([outcome.results]))
+    print(summary_markdown(outcome.results))
+    print(f"wrote {outcome.out_dir}/results.json, samples.jsonl and table.md ({outcome.generated} answers generated now, {outcome.reused} reused)")
+    if outcome.errors:
+        print(f"tomrl: {len(outcome.errors)} prompts failed and were not recorded; run the same command again to retry them:", file=sys.stderr)
+        for line in outcome.errors[:10]:
+            print(f"  {line}", file=sys.stderr)
+        return 1
+    return 0

@@ -4,6 +4,7 @@
     tomrl data generate hitom --n 500 --orders 0,1 --lengths 1 --deception off --out easy.jsonl
     tomrl data generate hitom --n 2000 --stories 600 --orders 0,1,2,3 --split train --out train.jsonl
     tomrl data generate hitom --n 600 --orders 4 --split test --exclude train.jsonl --out test_o4.jsonl
+    tomrl data generate hitom --n 600 --split test --exclude messy.jsonl --skip-bad --out test.jsonl
     tomrl data generate hitom --n 3000 --split-fractions train=0.8,validation=0.1,test=0.1 --out all.jsonl
     tomrl data generate tomi --n 600 --stories 100 --out tomi_generated.jsonl
     tomrl data generate hitom --config configs/generate/hitom_paper_a_train.yaml --out train.jsonl seed=3
@@ -54,6 +55,11 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--split", choices=["train", "validation", "test"], help="put every story in this split")
     parser.add_argument("--split-fractions", type=_fractions, help="e.g. train=0.8,validation=0.1,test=0.1")
     parser.add_argument("--exclude", action="append", default=[], help="JSONL file whose stories must not be generated (repeatable)")
+    parser.add_argument(
+        "--skip-bad",
+        action="store_true",
+        help="skip (and count) bad lines of the --exclude files instead of stopping; their story texts stay excluded",
+    )
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="any GenerateConfig key")
     _accept_trailing_overrides(parser)
 
@@ -101,7 +107,11 @@ def run(args: argparse.Namespace) -> int:
     from tomrl.schema import write_examples
 
     cfg = config_from_args(args)
-    examples = generate(cfg)
+    reports: list = []
+    examples = generate(cfg, skip_bad=args.skip_bad, reports=reports)
+    for report in reports:
+        if report.skipped:
+            print(f"{report.path}: skipped {len(report.skipped)} bad lines (first: {report.skipped[0]})")
     write_examples(args.out, examples)
     stories = Counter(e.split for e in {e.story_id: e for e in examples}.values())
     print(f"wrote {len(examples)} {cfg.benchmark} questions about {sum(stories.values())} stories to {args.out} (seed {cfg.seed})")

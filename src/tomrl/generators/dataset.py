@@ -30,11 +30,12 @@ import random
 from pathlib import Path
 from typing import Callable
 
+from tomrl.data_checks import validate_answers_in_story
 from tomrl.generators import hitom, tomi
 from tomrl.generators.config import GenerateConfig
 from tomrl.generators.splits import assign_splits, story_id_for
-from tomrl.io import BadInputError
-from tomrl.schema import Example, read_examples
+from tomrl.io import BadInputError, scan_jsonl
+from tomrl.schema import Example, ReadReport, read_examples
 from tomrl.world.oracle import BeliefOracle
 from tomrl.world.parsers import parse_question, parse_story
 from tomrl.world.sentences import render_question, render_story
@@ -43,23 +44,43 @@ from tomrl.world.world import PrivateTell, PublicClaim, Query
 MAX_ATTEMPTS = 1000
 
 
-def generate(cfg: GenerateConfig) -> list[Example]:
-    """The examples ``cfg`` describes (deterministic in ``cfg``; see the module docstring)."""
-    excluded = excluded_story_keys(cfg.exclude_stories_from)
-    if cfg.benchmark == "hitom":
-        return _generate_hitom(cfg, excluded)
-    return _generate_tomi(cfg, excluded)
+def generate(cfg: GenerateConfig, skip_bad: bool = False, reports: list[ReadReport] | None = None) -> list[Example]:
+    """The examples ``cfg`` describes (deterministic in ``cfg``; see the module docstring).
+
+    ``skip_bad`` and ``reports`` apply to the ``exclude_stories_from`` files (see
+    :func:`excluded_story_keys`).
+    """
+    excluded = excluded_story_keys(cfg.exclude_stories_from, skip_bad, reports)
+    examples = _generate_hitom(cfg, excluded) if cfg.benchmark == "hitom" else _generate_tomi(cfg, excluded)
+    try:
+        validate_answers_in_story(examples)
+    except BadInputError as err:  # every answer comes from the oracle: a miss is a generator bug
+        raise RuntimeError(f"generator bug: {err}") from None
+    return examples
 
 
-def excluded_story_keys(paths: list[str]) -> set[str]:
-    """Story ids and texts of existing example files, which generation must not repeat."""
+def excluded_story_keys(paths: list[str], skip_bad: bool = False, reports: list[ReadReport] | None = None) -> set[str]:
+    """Story ids and texts of existing example files, which generation must not repeat.
+
+    A bad line stops the read unless ``skip_bad``; then it is counted in the file's report
+    (appended to ``reports``) and, so that skipping can never let an excluded story back in, the
+    ``story`` and ``story_id`` strings of every line that is a JSON object are excluded too.
+    """
     keys: set[str] = set()
     for path in paths:
         if not Path(path).is_file():
             raise BadInputError(f"{path}: exclude_stories_from file not found")
-        for example in read_examples(path):
+        report = ReadReport(str(path))
+        for example in read_examples(path, skip_bad=skip_bad, report=report):
             keys.add(example.story_id)
             keys.add(example.story)
+        if report.skipped:
+            for _, row, _ in scan_jsonl(path):
+                for name in ("story_id", "story"):
+                    if row is not None and isinstance(row.get(name), str):
+                        keys.add(row[name])
+        if reports is not None:
+            reports.append(report)
     return keys
 
 

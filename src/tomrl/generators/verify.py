@@ -4,6 +4,7 @@
     tomrl data verify tomi                  # ToMi train/val/test, per question type, second order explained
     tomrl data verify tomi --split test --json tomi_verify.json
     tomrl data verify data/generated.jsonl  # re-derive every label of a generated (unified-schema) file
+    tomrl data verify data/generated.jsonl --skip-bad   # count lines that fail the schema instead of stopping
     tomrl data verify hitom --data /path/to/shared/data
 
 Each story is parsed from its text (:mod:`tomrl.world.parsers`) and every question answered by
@@ -337,8 +338,12 @@ def format_tomi(report: TomiReport) -> str:
 # --------------------------------------------------------------------------- generated files
 
 
-def verify_examples(path: str | Path) -> tuple[AgreementTable, list[dict]]:
-    """Re-derive every label of a unified-schema file from its story and question text alone."""
+def verify_examples(path: str | Path, skip_bad: bool = False, report=None) -> tuple[AgreementTable, list[dict]]:
+    """Re-derive every label of a unified-schema file from its story and question text alone.
+
+    With ``skip_bad`` lines that fail the schema are counted in ``report`` (a
+    :class:`tomrl.schema.ReadReport`) instead of stopping the check.
+    """
     from tomrl.schema import read_examples
     from tomrl.world.oracle import BeliefOracle
     from tomrl.world.parsers import parse_question, parse_story
@@ -346,7 +351,7 @@ def verify_examples(path: str | Path) -> tuple[AgreementTable, list[dict]]:
     table = AgreementTable(f"labels of {path} re-derived from the story text (oracle semantics from meta.semantics):", "source/question_type")
     wrong: list[dict] = []
     cache: dict[tuple[str, str], BeliefOracle] = {}
-    for example in read_examples(path):
+    for example in read_examples(path, skip_bad=skip_bad, report=report):
         style = "tomi" if "tomi" in example.source else "hitom"
         semantics = example.meta.get("semantics", "joint")
         key = (example.story, semantics)
@@ -369,6 +374,7 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--split", action="append", choices=sorted(TOMI_FILES), help="ToMi split(s) to check (default: all three)")
     parser.add_argument("--semantics", choices=["joint", "ordered"], help="Hi-ToM: check only the CoTP labels under this rule")
     parser.add_argument("--json", dest="json_out", help="also write the report as JSON to this file")
+    parser.add_argument("--skip-bad", action="store_true", help="a JSONL FILE: skip (and count) lines that fail the schema instead of stopping")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -412,11 +418,16 @@ def run(args: argparse.Namespace) -> int:
         path = Path(args.benchmark)
         if not path.is_file():
             raise BadInputError(f"{path}: not 'hitom', 'tomi' or an existing JSONL file")
-        table, wrong = verify_examples(path)
+        from tomrl.schema import ReadReport
+
+        read_report = ReadReport(str(path))
+        table, wrong = verify_examples(path, skip_bad=args.skip_bad, report=read_report)
         print(table.format())
         for w in wrong[:20]:
             print(f"  {w['id']}: {w['question']} label {w['label']}, re-derived {w['rederived']}")
-        report = {"by_type": table.rows(), "disagreements": wrong}
+        if args.skip_bad:
+            print(f"skipped {len(read_report.skipped)} bad lines" + (f" (first: {read_report.skipped[0]})" if read_report.skipped else ""))
+        report = {"by_type": table.rows(), "disagreements": wrong, "skipped_lines": read_report.skipped}
         ok = not wrong
     if args.json_out:
         atomic_write_json(args.json_out, report)

@@ -12,7 +12,9 @@
 
 Loader options are ``key=value`` words right after the name (values parsed as YAML). The data root is ``$TOMRL_DATA`` or
 ``<repo>/../shared/data``; ``--data`` overrides both. A recipe writes ``train.jsonl``,
-``validation.jsonl``, ``test/<name>.jsonl``, the resolved ``recipe.yaml`` and ``manifest.json``.
+``validation.jsonl``, ``test/<name>.jsonl``, the resolved ``recipe.yaml`` and ``manifest.json`` as one
+folder, all or nothing (built in ``OUT.partial``, then renamed; an earlier recipe folder at ``OUT`` is
+replaced whole, any other non-empty folder is refused).
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
     tomrl data load jsonl --path my_questions.jsonl --out checked.jsonl     # validates every line
     # in a recipe:  - {name: mine, loader: jsonl, path: data/my_questions.jsonl, split: test}
 
-Rows are read with :func:`tomrl.schema.read_examples` (errors name the file, line and field).
+Rows are read with :func:`tomrl.data_checks.read_checked_examples`: the schema plus the answer
+checks (errors name the file, line and field).
 Rows written from an evaluation-only data set keep ``meta["evaluation_only"]``, and recipes refuse
 such rows in training and validation splits whatever loader brought them in.
 """
@@ -14,7 +15,7 @@ from pathlib import Path
 
 from tomrl.config import ConfigError
 from tomrl.loaders.base import DatasetCard, Loader
-from tomrl.schema import Example, read_examples
+from tomrl.schema import Example
 
 CARD = DatasetCard(
     title="A unified-schema JSONL file of your own (tomrl data load / generate output)",
@@ -30,7 +31,9 @@ CARD = DatasetCard(
 def read(path: Path | None) -> list[Example]:
     if path is None:
         raise ConfigError("loader 'jsonl' needs a file: pass --path FILE (or path: in a recipe component)")
-    return read_examples(path)
+    from tomrl.data_checks import read_checked_examples
+
+    return read_checked_examples(path)
 
 
 LOADERS = [Loader("jsonl", CARD, read, {})]

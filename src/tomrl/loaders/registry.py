@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tomrl.config import ConfigError
+from tomrl.io import BadInputError
 from tomrl.loaders import exploretom, fantom, hitom, jsonl_file, opentom, tomi, tomrl_paper
 from tomrl.loaders.base import DatasetCard, Loader
 from tomrl.schema import FIELD_NAMES, Example, example_from_dict
@@ -46,7 +47,14 @@ def card(name: str) -> DatasetCard:
 
 
 def load(name: str, path: str | Path | None = None, **options: Any) -> list[Example]:
-    """Load data set ``name`` (from ``path`` if given, else the data root) as validated Examples."""
+    """Load data set ``name`` (from ``path`` if given, else the data root) as validated Examples.
+
+    Validated: the schema's checks, unique ids, and :func:`tomrl.data_checks.validate_answers_in_story`
+    (an answer that cannot be right, e.g. a Hi-ToM/ToMi answer the story never names, raises
+    :class:`~tomrl.io.BadInputError` naming the data set, the example and the field ``answer``).
+    """
+    from tomrl.data_checks import validate_answers_in_story
+
     loader = get_loader(name)
     examples = loader.load(Path(path).expanduser() if path is not None else None, **options)
     seen: set[str] = set()
@@ -56,6 +64,11 @@ def load(name: str, path: str | Path | None = None, **options: Any) -> list[Exam
         if example.id in seen:
             raise ConfigError(f"loader '{name}' produced the id {example.id!r} twice")
         seen.add(example.id)
+    try:
+        validate_answers_in_story(examples)
+    except BadInputError as err:
+        origin = f" ({Path(path).expanduser()})" if path is not None else ""
+        raise BadInputError(f"data set '{name}'{origin}: {err}") from None
     return examples
 
 

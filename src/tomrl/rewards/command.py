@@ -14,6 +14,10 @@ with the mean score, the format rate and the accuracy (95 % Wilson interval, n) 
 Any string scores: empty, megabytes long, control characters, odd unicode; what is not a
 well-formed completion is a format failure. Only a row that is not a JSON object, or lacks a
 string ``completion`` / ``answer``, is an input error (exit 2, naming file, line and field).
+With ``--skip-bad`` such a line is left out of the output instead, and the count of skipped
+lines (with the first few reasons) is printed with the summary:
+
+    tomrl reward score --reward strict --input completions.jsonl --out scored.jsonl --skip-bad
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ def register(parser: argparse.ArgumentParser) -> None:
         default="<think>",
         help="text the prompts ended with, before the completion (default '<think>', Paper A's; '' for none)",
     )
+    parser.add_argument("--skip-bad", action="store_true", help="skip bad input lines (counted and listed) instead of stopping at the first")
 
 
 def _completion_ok(value) -> bool:
@@ -42,8 +47,34 @@ def _completion_ok(value) -> bool:
     return isinstance(value, list) and all(isinstance(m, dict) for m in value)
 
 
+SHOWN_SKIPS = 5
+
+
+def _score_row(reward, row: dict, where: str):
+    """The reward's result for one input row; a row the reward cannot take raises BadInputError."""
+    from tomrl.io import BadInputError
+
+    if "completion" not in row:
+        raise BadInputError(f"{where}: field 'completion': missing")
+    if not _completion_ok(row["completion"]):
+        raise BadInputError(f"{where}: field 'completion': expected a string or a list of messages, got {type(row['completion']).__name__}")
+    if reward.needs and "answer" in reward.needs:
+        if "answer" not in row:
+            raise BadInputError(f"{where}: field 'answer': missing")
+        if not isinstance(row["answer"], str):
+            raise BadInputError(f"{where}: field 'answer': expected a string, got {type(row['answer']).__name__}")
+    columns = {key: value for key, value in row.items() if key not in ("completion", "answer", "prefill")}
+    prefill = row.get("prefill")
+    if prefill is not None and not isinstance(prefill, str):
+        raise BadInputError(f"{where}: field 'prefill': expected a string, got {type(prefill).__name__}")
+    try:
+        return reward.score(row["completion"], answer=row.get("answer"), prefill=prefill, **columns)
+    except ValueError as error:  # e.g. a fidelity row without its story
+        raise BadInputError(f"{where}: {error}") from None
+
+
 def run(args: argparse.Namespace) -> int:
-    from tomrl.io import BadInputError, atomic_open, iter_jsonl
+    from tomrl.io import BadInputError, atomic_open, scan_jsonl
     from tomrl.rewards.functions import make_reward
     from tomrl.stats import accuracy
 
@@ -54,26 +85,18 @@ def run(args: argparse.Namespace) -> int:
     format_flags: list[bool] = []
     correct_flags: list[bool] = []
     not_applicable = 0
+    skipped: list[str] = []
     with atomic_open(args.out) as handle:
-        for line_number, row in iter_jsonl(args.input):
-            where = f"{args.input}:{line_number}"
-            if "completion" not in row:
-                raise BadInputError(f"{where}: field 'completion': missing")
-            if not _completion_ok(row["completion"]):
-                raise BadInputError(f"{where}: field 'completion': expected a string or a list of messages, got {type(row['completion']).__name__}")
-            if reward.needs and "answer" in reward.needs:
-                if "answer" not in row:
-                    raise BadInputError(f"{where}: field 'answer': missing")
-                if not isinstance(row["answer"], str):
-                    raise BadInputError(f"{where}: field 'answer': expected a string, got {type(row['answer']).__name__}")
-            columns = {key: value for key, value in row.items() if key not in ("completion", "answer", "prefill")}
-            prefill = row.get("prefill")
-            if prefill is not None and not isinstance(prefill, str):
-                raise BadInputError(f"{where}: field 'prefill': expected a string, got {type(prefill).__name__}")
+        for line_number, row, line_error in scan_jsonl(args.input):
             try:
-                result = reward.score(row["completion"], answer=row.get("answer"), prefill=prefill, **columns)
-            except ValueError as error:  # e.g. a fidelity row without its story
-                raise BadInputError(f"{where}: {error}") from None
+                if line_error is not None:
+                    raise BadInputError(line_error)
+                result = _score_row(reward, row, f"{args.input}:{line_number}")
+            except BadInputError as error:
+                if not args.skip_bad:
+                    raise
+                skipped.append(str(error))
+                continue
             scored = {**row, **{k: v for k, v in result.to_dict().items() if k != "reward"}}
             # ensure_ascii: lone surrogates (legal in JSON escapes) cannot be written as UTF-8.
             handle.write(json.dumps(scored, ensure_ascii=True) + "\n")
@@ -84,6 +107,12 @@ def run(args: argparse.Namespace) -> int:
             format_flags.append(result.format_ok)
             correct_flags.append(result.correct)
     total = len(scores) + not_applicable
+    if skipped:
+        print(f"{args.input}: skipped {len(skipped)} bad lines (--skip-bad); they are not in {args.out}")
+        for reason in skipped[:SHOWN_SKIPS]:
+            print(f"  skipped: {reason}")
+        if len(skipped) > SHOWN_SKIPS:
+            print(f"  … and {len(skipped) - SHOWN_SKIPS} more")
     if total == 0:
         print(f"{args.input}: no rows; wrote an empty {args.out}")
         return 0

@@ -1,8 +1,219 @@
 """Export data and reward adapter for veRL: tomrl export verl --config FILE --out DIR.
 
-(Not built yet: issue #7.)
+    tomrl export verl --config configs/train/paper_a_qwen2.5-0.5b.yaml --out verl_data
+    tomrl export verl --config configs/train/paper_b_qwen2.5-7b.yaml --out verl_b --prompt-format rendered
+    bash verl_data/run_verl.sh          # on a machine with veRL and GPUs (edit N_GPUS first)
+
+Writes, from the training config's data (the same examples, prompts and reward as ``tomrl train``):
+
+- ``train.parquet`` and ``validation.parquet`` with veRL's columns: ``data_source`` (the
+  example's source), ``prompt`` (chat messages), ``ability`` ("theory_of_mind"),
+  ``reward_model`` ({style: "rule", ground_truth: gold answer}), ``extra_info`` ({split, index,
+  id, order, question_type, story, question, source, reward, prefill});
+- ``run_verl.sh``: the ``python3 -m verl.trainer.main_ppo`` command with the config's settings
+  (Paper A: GRPO, 8 prompts × 16 rollouts, lr 5e-7, KL loss 0.001 low-variance, entropy 0.001,
+  clip 0.2, 1,024 / 2,048 tokens, temperature 1.0, 2 epochs; Paper B: REINFORCE++ with the KL in
+  the reward, 8 × 8, temperature 0.6, 10 epochs) and ``custom_reward_function`` pointing at
+  :mod:`tomrl.training.verl_reward`;
+- ``data/train.jsonl`` and ``data/validation.jsonl``: the same examples in tomrl's schema.
+
+Prompt formats. ``messages`` (default, upstream veRL): system + user messages; veRL applies the
+model's chat template. veRL cannot prefill the assistant turn, so the model writes its own
+``<think>`` and the rows say ``prefill: ""`` (Paper A's four-tag rule then asks for the four
+tags in the response itself). ``rendered`` (the veRL fork ToM-RL trained with, Logic-RL style):
+one user message whose content is the full chat-template text ending with the prefill
+(``…<|im_start|>assistant\\n<think>``), exactly as in ToM-RL's released parquet files; the
+rows then say ``prefill: "<think>"``. It needs the model's tokenizer (``--tokenizer``).
 """
 
-from tomrl.pending import placeholder
+from __future__ import annotations
 
-register, run = placeholder(7, "tomrl export verl")
+import argparse
+import shlex
+from pathlib import Path
+from typing import Any
+
+from tomrl.config import ConfigError, describe_text, load_config
+
+ABILITY = "theory_of_mind"
+VERL_ESTIMATORS = {"grpo": "grpo", "reinforce_pp": "reinforce_plus_plus", "reinforce_pp_baseline": "reinforce_plus_plus_baseline"}
+
+
+def register(parser: argparse.ArgumentParser) -> None:
+    from tomrl.training.config import TrainConfig
+
+    parser.add_argument("--config", required=True, help="training config (configs/train/*.yaml)")
+    parser.add_argument("--out", required=True, help="output folder for the parquet files and run_verl.sh")
+    parser.add_argument("--prompt-format", choices=["messages", "rendered"], default="messages",
+                        help="messages: upstream veRL applies the chat template; rendered: ToM-RL's fork (full text + prefill)")
+    parser.add_argument("--tokenizer", help="tokenizer for --prompt-format rendered (default: the config's model)")
+    parser.add_argument("--gpus", type=int, default=4, help="GPUs per node in run_verl.sh (Paper A: 4 x A100 80 GB)")
+    parser.add_argument("overrides", nargs="*", metavar="key=value", help="override TrainConfig keys")
+    parser.epilog = describe_text(TrainConfig)
+
+
+def run(args: argparse.Namespace) -> int:
+    from tomrl.training.config import TrainConfig
+
+    cfg = load_config(TrainConfig, args.config, args.overrides)
+    written = export_verl(cfg, args.out, prompt_format=args.prompt_format, tokenizer=args.tokenizer, gpus=args.gpus)
+    for name, count in written.items():
+        print(f"{name}: {count} rows" if isinstance(count, int) else f"{name}: {count}")
+    print(f"launch: bash {Path(args.out) / 'run_verl.sh'}")
+    return 0
+
+
+def export_verl(cfg, out_dir: str | Path, prompt_format: str = "messages", tokenizer: str | None = None, gpus: int = 4) -> dict[str, Any]:
+    """Write the parquet files, the JSONL copies and run_verl.sh for ``cfg`` into ``out_dir``."""
+    from tomrl.prompts import build_messages, default_prefill, render_prompt
+    from tomrl.training.data import prepare_data
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    train, validation = prepare_data(cfg, out)
+    style_prefill = default_prefill(cfg.prompt_style) if cfg.prefill is None else cfg.prefill
+    if prompt_format == "rendered":
+        from tomrl.models import load_tokenizer
+
+        tok = load_tokenizer(tokenizer or cfg.model)
+        prefill = style_prefill
+
+        def prompt_of(example):
+            return [{"role": "user", "content": render_prompt(example, tok, cfg.prompt_style, prefill)}]
+    elif prompt_format == "messages":
+        prefill = ""
+
+        def prompt_of(example):
+            return build_messages(example, cfg.prompt_style)
+    else:
+        raise ConfigError(f"unknown prompt format {prompt_format!r}: messages or rendered")
+    reward = cfg.rewards[0]
+    if len(cfg.rewards) > 1:
+        raise ConfigError("veRL calls one compute_score per response: give a single reward in the config's rewards")
+    written: dict[str, Any] = {}
+    for split, examples in (("train", train), ("validation", validation)):
+        if not examples:
+            continue
+        rows = [verl_row(e, index, split, prompt_of(e), reward, prefill) for index, e in enumerate(examples)]
+        write_parquet(rows, out / f"{split}.parquet")
+        written[f"{split}.parquet"] = len(rows)
+    script = launch_command(cfg, out, gpus, has_validation=bool(validation))
+    from tomrl.io import atomic_write_text
+
+    atomic_write_text(out / "run_verl.sh", script)
+    (out / "run_verl.sh").chmod(0o755)
+    written["run_verl.sh"] = "written"
+    return written
+
+
+def verl_row(example, index: int, split: str, prompt: list[dict], reward: str, prefill: str) -> dict:
+    """One veRL row (the column names veRL's RLHFDataset and reward managers read)."""
+    return {
+        "data_source": example.source,
+        "prompt": prompt,
+        "ability": ABILITY,
+        "reward_model": {"style": "rule", "ground_truth": example.answer},
+        "extra_info": {
+            "split": split,
+            "index": index,
+            "id": example.id,
+            "order": example.order,
+            "question_type": example.question_type,
+            "story": example.story,
+            "question": example.question,
+            "source": example.source,
+            "reward": reward,
+            "prefill": prefill,
+        },
+    }
+
+
+def write_parquet(rows: list[dict], path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tomrl.io import atomic_open
+
+    table = pa.Table.from_pylist(rows)
+    with atomic_open(path, "wb") as handle:
+        pq.write_table(table, handle)
+
+
+def launch_command(cfg, out: Path, gpus: int, has_validation: bool) -> str:
+    """run_verl.sh: veRL's main_ppo with the config's hyper-parameters (see the module docstring)."""
+    import tomrl.training.verl_reward as adapter
+
+    out = out.resolve()
+    prompts, rollouts = cfg.prompts_per_step, cfg.rollouts_per_prompt
+    micro = max(1, cfg.micro_batch_size)
+    kl_in_reward = cfg.puts_kl_in_reward
+    val = out / ("validation.parquet" if has_validation else "train.parquet")
+    epochs = max(1, round(cfg.epochs))
+    settings = [
+        f"algorithm.adv_estimator={VERL_ESTIMATORS[cfg.algorithm]}",
+        f"data.train_files={out / 'train.parquet'}",
+        f"data.val_files={val}",
+        f"data.train_batch_size={prompts}",
+        f"data.max_prompt_length={cfg.max_prompt_length}",
+        f"data.max_response_length={cfg.max_completion_length}",
+        "data.filter_overlong_prompts=True",
+        f"actor_rollout_ref.model.path={_model_path(cfg.model)}",
+        f"actor_rollout_ref.actor.optim.lr={cfg.learning_rate}",
+        f"actor_rollout_ref.actor.optim.weight_decay={cfg.weight_decay}",
+        # veRL counts the mini-batch in prompts; one update per step as in the papers' runs.
+        f"actor_rollout_ref.actor.ppo_mini_batch_size={prompts}",
+        f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={micro}",
+        f"actor_rollout_ref.actor.ppo_epochs={cfg.num_iterations}",
+        f"actor_rollout_ref.actor.clip_ratio={cfg.clip_epsilon}",
+        f"actor_rollout_ref.actor.entropy_coeff={cfg.entropy_coef}",
+        f"actor_rollout_ref.actor.grad_clip={cfg.max_grad_norm}",
+        f"actor_rollout_ref.actor.use_kl_loss={not kl_in_reward and cfg.kl_coef > 0}",
+        f"actor_rollout_ref.actor.kl_loss_coef={cfg.kl_coef}",
+        "actor_rollout_ref.actor.kl_loss_type=low_var_kl",
+        "actor_rollout_ref.model.enable_gradient_checkpointing=True",  # as ToM-RL's tom_grpo.sh
+        "actor_rollout_ref.rollout.name=vllm",
+        f"actor_rollout_ref.rollout.n={rollouts}",
+        f"actor_rollout_ref.rollout.temperature={cfg.temperature}",
+        f"actor_rollout_ref.rollout.top_p={cfg.top_p}",
+        "actor_rollout_ref.rollout.gpu_memory_utilization=0.6",
+        f"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu={micro}",
+        f"actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu={micro}",
+        f"algorithm.use_kl_in_reward={kl_in_reward}",
+        f"algorithm.kl_ctrl.kl_coef={cfg.kl_coef}",
+        f"algorithm.gamma={cfg.gamma}",
+        f"custom_reward_function.path={Path(adapter.__file__).resolve()}",
+        "custom_reward_function.name=compute_score",
+        "trainer.critic_warmup=0",
+        "trainer.logger=[console]",
+        "trainer.project_name=tomrl",
+        f"trainer.experiment_name={Path(cfg.run_dir).name}",
+        "trainer.n_gpus_per_node=${N_GPUS}",
+        "trainer.nnodes=1",
+        f"trainer.save_freq={cfg.save_every}",
+        f"trainer.test_freq={cfg.eval.every_steps or -1}",
+        f"trainer.total_epochs={epochs}",
+    ]
+    if cfg.max_steps > 0:
+        settings.append(f"trainer.total_training_steps={cfg.max_steps}")
+    if cfg.lora.enabled:
+        settings += [f"actor_rollout_ref.model.lora_rank={cfg.lora.rank}", f"actor_rollout_ref.model.lora_alpha={cfg.lora.alpha}",
+                     "actor_rollout_ref.model.target_modules=all-linear"]
+    lines = "\n".join(f"    {shlex.quote(s) if '$' not in s else s} \\" for s in settings)
+    return (
+        "#!/bin/bash\n"
+        f"# veRL launch written by `tomrl export verl` from {cfg.run_dir} ({cfg.algorithm}, {cfg.model}).\n"
+        "# Needs veRL (pip install verl), vLLM and tomrl installed in the same environment.\n"
+        "# The reward is tomrl's (custom_reward_function below): the same one `tomrl train` optimises.\n"
+        "set -euo pipefail\n"
+        f"N_GPUS=${{N_GPUS:-{gpus}}}\n"
+        "python3 -m verl.trainer.main_ppo \\\n"
+        f"{lines}\n"
+        '    "$@"\n'
+    )
+
+
+def _model_path(name: str) -> str:
+    """Embedded names (smollm2-135m, tiny-qwen2) become their local folders; hub ids stay as they are."""
+    from tomrl.models import EMBEDDED_MODELS, TINY_MODEL, resolve_model
+
+    return resolve_model(name) if name in EMBEDDED_MODELS or name == TINY_MODEL else name

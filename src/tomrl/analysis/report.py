@@ -1,0 +1,567 @@
+"""Assemble the report: training curves, before/after tables, accuracy by order, the
+generalization matrix, shortcut comparison, and every detector with its evidence.
+
+    tomrl report runs/demo --out runs/demo/report
+
+    from tomrl.analysis.report import write_report
+    write_report(load_runs(["runs/demo"]), "runs/demo/report")
+
+Writes into the output folder: ``report.html`` (self-contained, PNGs inlined), ``report.md``
+(same content, linking the PNGs), the PNGs, and ``detectors.json`` (every detector's verdict
+and numbers, for scripts and CI). Every accuracy is printed with its n and 95 % interval, and
+every table says which evaluation (folder, model, seed) it comes from.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable
+
+from tomrl.analysis.detectors import (
+    BeliefCount,
+    DetectorResult,
+    detect_id_ood_divergence,
+    detect_inverted_difficulty,
+    detect_negative_transfer,
+    detect_reasoning_collapse,
+)
+from tomrl.analysis.document import Document, Figure, Finding, Paragraph, Section, Table, write_document
+from tomrl.analysis.plots import (
+    Curve,
+    Panel,
+    accuracy_curve,
+    plot_accuracy_by_order,
+    plot_generalization_matrix,
+    plot_panels,
+)
+from tomrl.analysis.runs import BenchmarkScores, Evaluation, RunSet, TrainingRun, task_family
+from tomrl.analysis.significance import from_counts, pooled
+from tomrl.analysis.shortcuts import ShortcutRecord, compare_with_heuristics, paired_records, shortcut_shift
+from tomrl.evaluation.table import COLUMNS as PAPER_A_COLUMNS
+from tomrl.evaluation.table import PAPER_A_TABLE1
+from tomrl.io import atomic_write_json
+from tomrl.stats import Accuracy
+
+def paper_a_column(scores: BenchmarkScores) -> str | None:
+    """The column of Paper A's Table 1 a benchmark reproduces (as ``tomrl eval`` declares it)."""
+    if scores.paper_column:
+        return scores.paper_column
+    from tomrl.evaluation.benchmarks import BENCHMARKS
+
+    known = BENCHMARKS.get(scores.name)
+    return known.paper_column if known is not None else None
+
+
+@dataclass
+class ReportOptions:
+    title: str = "tomrl report"
+    level: float = 0.95
+    min_relative_drop: float = 0.2
+    # (completion, prefill, story, source) → does it state a belief? (tomrl.analysis.beliefs); None = unavailable
+    states_a_belief: Callable[[str, str, str | None, str | None], bool | None] | None = None
+    # Shortcut records of an evaluation's answers and notes on what was left out; None = skip.
+    shortcut_records: Callable[[Evaluation], tuple[list[ShortcutRecord], list[str]]] | None = None
+    shortcut_matcher: Callable[[str, str], bool] | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _acc(acc: Accuracy | None) -> str:
+    return acc.format() if acc is not None and acc.n > 0 else "–"
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-zA-Z0-9]+", "-", text).strip("-").lower() or "x"
+
+
+def _trained_model_name(run: TrainingRun, evaluation: Evaluation) -> str:
+    """"rl-hitom" for the run's final model, else "rl-hitom/best", "rl-hitom/checkpoints/checkpoint-50"."""
+    output = run.output_name(evaluation.model)
+    return run.label if output in (None, "final") else f"{run.label}/{output}"
+
+
+def _eval_label(runs: RunSet, evaluation: Evaluation) -> str:
+    run = runs.run_that_trained(evaluation)
+    return f"after: {_trained_model_name(run, evaluation)}" if run is not None else f"before: {evaluation.label}"
+
+
+def _eval_source(evaluation: Evaluation) -> str:
+    seed = f", seed {evaluation.seed}" if evaluation.seed is not None else ""
+    return f"{evaluation.path.name} ({evaluation.model}{seed})"
+
+
+# ---------------------------------------------------------------------------- sections
+
+
+def _inputs_section(runs: RunSet) -> Section:
+    rows = []
+    for run in runs.training:
+        steps = [row["step"] for row in run.metrics]
+        span = f"{len(steps)} logged steps ({steps[0]:g}–{steps[-1]:g})" if steps else "no steps logged"
+        traces = f"{len(run.traces)} traces from {run.trace_source}" if run.traces else "no traces"
+        rows.append(["training run", str(run.path), run.base_model or "?", f"{span}; trained on {run.describe_mixture()}; "
+                     f"{len({p.step for p in run.validation})} validation passes; {traces}"])
+    for evaluation in runs.evaluations:
+        details = "; ".join(f"{name}: n={scores.overall.n}" for name, scores in evaluation.benchmarks.items())
+        seed = f"; seed {evaluation.seed}" if evaluation.seed is not None else ""
+        interval = f"; intervals: {evaluation.info['interval']}" if isinstance(evaluation.info.get("interval"), str) else ""
+        rows.append(["evaluation", str(evaluation.path), evaluation.model, details + seed + interval])
+    return Section("What this report was computed on", [
+        Table(["kind", "folder", "model", "contents"], rows),
+        Paragraph("Every accuracy below is printed as value [95 % interval] (n = questions scored); the interval is "
+                  "the one the evaluation wrote (listed above), Wilson for training-run numbers. Evaluations marked "
+                  "'before' are of models no run in these folders produced (base models); 'after' are of a training "
+                  "run's final model, best model or checkpoint."),
+    ])
+
+
+LENGTH_KEY = "response_length/mean"
+REWARD_KEY = "reward"
+
+
+def _training_panels(run: TrainingRun, belief_counts: list[BeliefCount]) -> list[Panel]:
+    """Panels over training steps from ``metrics.jsonl`` (TRL's keys, as tomrl train renames them)."""
+    keys = run.metric_keys()
+    panels = []
+    reward_keys = [k for k in keys if k == REWARD_KEY or (k.startswith("rewards/") and k.endswith("/mean"))]
+    if reward_keys:
+        panels.append(Panel("Reward (total and per reward function, batch means)", "reward",
+                            [Curve(k, *run.series(k)) for k in reward_keys]))
+    component_keys = [k for k in keys if k.startswith("reward_components/")]
+    if component_keys:
+        panels.append(Panel("Reward components (batch means)", "value",
+                            [Curve(k.removeprefix("reward_components/"), *run.series(k)) for k in component_keys]))
+    if LENGTH_KEY in keys:
+        steps, mean = run.series(LENGTH_KEY)
+        low = run.series("response_length/min")[1] if "response_length/min" in keys else None
+        high = run.series("response_length/max")[1] if "response_length/max" in keys else None
+        panels.append(Panel("Response length (mean; band: min–max)", "tokens",
+                            [Curve("mean response length", steps, mean, low, high)]))
+    rate_keys = [k for k in ("answer/accuracy", "answer/format_rate", "response_length/clipped_ratio") if k in keys]
+    if rate_keys:
+        panels.append(Panel("Training batches: accuracy, format rate, truncated share", "share",
+                            [Curve(k, *run.series(k)) for k in rate_keys], percent=True))
+    orders = sorted({p.order for p in run.validation if p.order is not None})
+    if orders:
+        curves = []
+        for order in orders:
+            by_step: dict[float, list[Accuracy]] = {}
+            for point in run.validation:
+                if point.order == order:
+                    by_step.setdefault(point.step, []).append(point.accuracy)
+            steps = sorted(by_step)
+            curves.append(accuracy_curve(f"order {order}", steps, [pooled(by_step[s]) for s in steps]))
+        panels.append(Panel("Validation accuracy by order (band: 95 % interval)", "accuracy", curves, percent=True))
+    if belief_counts:
+        panels.append(Panel(f"Share of traces stating an agent's belief ({run.trace_source}; band: 95 % interval)",
+                            "share", [accuracy_curve("traces with belief statements", [c.step for c in belief_counts],
+                                                     [from_counts(c.with_beliefs, c.traces) for c in belief_counts])],
+                            percent=True))
+    other = [k for k in ("entropy", "kl") if k in keys]
+    if other:
+        panels.append(Panel("Entropy and KL to the reference", "nats", [Curve(k, *run.series(k)) for k in other]))
+    return panels
+
+
+def _id_ood_series(run: TrainingRun) -> tuple[list[float], list[Accuracy], list[Accuracy]]:
+    by_step: dict[float, tuple[list[Accuracy], list[Accuracy]]] = {}
+    for point in run.validation:
+        where = run.in_distribution(point.task, point.order)
+        if where is None:
+            continue
+        in_dist, held_out = by_step.setdefault(point.step, ([], []))
+        (in_dist if where else held_out).append(point.accuracy)
+    steps = sorted(by_step)
+    return (steps, [pooled(by_step[s][0]) for s in steps], [pooled(by_step[s][1]) for s in steps])
+
+
+def _training_section(runs: RunSet, out: Path, options: ReportOptions, results: list[DetectorResult]) -> Section | None:
+    if not runs.training:
+        return None
+    section = Section("Training dynamics")
+    for index, run in enumerate(runs.training):
+        section.blocks.append(Paragraph(f"Run {run.label} ({run.path}): base model {run.base_model or 'unknown'}, "
+                                        f"trained on {run.describe_mixture()}."))
+        counts = run.belief_counts(options.states_a_belief) if options.states_a_belief and run.traces else []
+        panels = _training_panels(run, counts)
+        if panels:
+            file = f"training-{index + 1}-{_slug(run.label)}.png"
+            plot_panels(out / file, panels, title=run.label)
+            section.blocks.append(Figure(file, f"Training curves of {run.label} (per logged step)."))
+        if LENGTH_KEY in run.metric_keys() and REWARD_KEY in run.metric_keys():
+            steps, reward = run.series(REWARD_KEY)
+            _, length = run.series(LENGTH_KEY)
+            if not run.traces:
+                why = "no reasoning traces were logged"
+            elif options.states_a_belief is None:
+                why = "the fidelity reward's belief parser is not available"
+            else:
+                why = "none of the logged traces is about a story the fidelity parser can read"
+            result = detect_reasoning_collapse(steps, reward, length, counts or None, subject=run.label,
+                                               min_relative_drop=options.min_relative_drop, level=options.level,
+                                               beliefs_unmeasured_because=why)
+        else:
+            result = DetectorResult("reasoning_collapse", "Reasoning collapse", run.label, False, "not enough data",
+                                    "The run's metrics have no per-step reward and response length.", (), {})
+        results.append(result)
+        section.blocks.append(Finding(result))
+        steps, id_acc, ood_acc = _id_ood_series(run)
+        if steps and any(a.n for a in id_acc) and any(a.n for a in ood_acc):
+            file = f"id-ood-{index + 1}-{_slug(run.label)}.png"
+            plot_panels(out / file, [Panel("In-distribution vs held-out validation accuracy", "accuracy", [
+                accuracy_curve("in-distribution", steps, id_acc), accuracy_curve("held-out", steps, ood_acc)], percent=True)],
+                title=run.label)
+            section.blocks.append(Figure(file, f"ID vs held-out validation accuracy over training ({run.label}); "
+                                               "tasks pooled per step."))
+        if not run.validation:
+            missing = "the run logged no validation passes"
+        elif not run.mixture:
+            missing = "the run's training data (data/train.jsonl) is missing, so ID and held-out cannot be told apart"
+        elif not any(a.n for a in ood_acc):
+            missing = (f"its validation set holds no held-out questions: every family and order in it was trained on "
+                       f"({run.describe_mixture()}); validate on other orders or data sets to measure transfer")
+        elif not any(a.n for a in id_acc):
+            missing = "its validation set holds no in-distribution questions"
+        else:
+            missing = ""
+        result = detect_id_ood_divergence(steps, id_acc, ood_acc, subject=run.label, level=options.level,
+                                          missing_because=missing)
+        results.append(result)
+        section.blocks.append(Finding(result))
+    return section
+
+
+def _paper_a_section(runs: RunSet) -> Section | None:
+    ours = []
+    for evaluation in runs.evaluations:
+        cells = {}
+        for scores in evaluation.benchmarks.values():
+            column = paper_a_column(scores)
+            if column in PAPER_A_COLUMNS and column not in cells:
+                cells[column] = scores
+        if cells:
+            ours.append((evaluation, cells))
+    if not ours:
+        return None
+    rows = [[f"Paper A: {model}", *[f"{v:.2f} %" for v in values], "as reported"] for model, values in PAPER_A_TABLE1.items()]
+    ordered = sorted(ours, key=lambda item: (not runs.is_base_evaluation(item[0]), str(item[0].path)))
+    for evaluation, cells in ordered:
+        label, source = _eval_label(runs, evaluation), _eval_source(evaluation)
+        if any(scores.lenient is not None for scores in cells.values()):
+            rows.append([f"{label} — Paper A's scoring",
+                         *[_acc(cells[c].lenient if c in cells else None) for c in PAPER_A_COLUMNS], source])
+        rows.append([f"{label} — strict", *[_acc(cells[c].overall if c in cells else None) for c in PAPER_A_COLUMNS], source])
+    return Section("Before and after training (Paper A's table layout)", [
+        Table(["model", *PAPER_A_COLUMNS, "source"], rows),
+        Paragraph("Paper A's rows are copied from its Table 1 (accuracy only; it publishes no intervals, and its "
+                  "4th-order set shares every story with its training data). Our rows: accuracy [95 % Wilson "
+                  "interval] (n), scored two ways: 'strict' (well-formed answer equal to the gold after "
+                  "normalisation) and 'Paper A's scoring' (last answer tag, no format check, the answer may end "
+                  "with the gold), which is what Paper A's numbers use. A dash: not evaluated."),
+    ])
+
+
+_ORDER_SUFFIX = re.compile(r"[-_ ]?order[-_ ]?(\d+)$")
+
+
+def accuracy_by_order_sets(evaluation: Evaluation) -> dict[str, dict[int, Accuracy]]:
+    """Benchmark (or benchmark family) → accuracy by order, for every one with two or more orders.
+
+    Held-out sets published one per order (``tomrl-hitom-order0`` … ``-order4``) are joined into
+    one entry (``tomrl-hitom-order*``), so difficulty can be compared across them.
+    """
+    sets: dict[str, dict[int, Accuracy]] = {}
+    for name, scores in evaluation.benchmarks.items():
+        match = _ORDER_SUFFIX.search(name)
+        if match and set(scores.by_order) <= {int(match.group(1))}:
+            key = name[: match.start()] + "-order*"
+            sets.setdefault(key, {})[int(match.group(1))] = scores.overall
+        else:
+            sets[name] = dict(scores.by_order)
+    return {name: by_order for name, by_order in sets.items() if sum(1 for a in by_order.values() if a.n > 0) >= 2}
+
+
+def _orders_section(runs: RunSet, out: Path, options: ReportOptions, results: list[DetectorResult]) -> Section | None:
+    benchmarks: dict[str, list[tuple[Evaluation, dict[int, Accuracy]]]] = {}
+    for evaluation in runs.evaluations:
+        for name, by_order in accuracy_by_order_sets(evaluation).items():
+            benchmarks.setdefault(name, []).append((evaluation, by_order))
+    if not benchmarks:
+        return None
+    section = Section("Accuracy by order of belief")
+    for name, entries in benchmarks.items():
+        models = {f"{_eval_label(runs, e)} [{e.path.name}]": by_order for e, by_order in entries}
+        file = f"orders-{_slug(name)}.png"
+        plot_accuracy_by_order(out / file, models, title=f"{name}: accuracy by order (95 % Wilson intervals)")
+        section.blocks.append(Figure(file, f"{name}: accuracy by order of belief per model."))
+        orders = sorted({o for by in models.values() for o in by})
+        section.blocks.append(Table(["model", *[f"order {o}" for o in orders]],
+                                    [[label, *[_acc(by.get(o)) for o in orders]] for label, by in models.items()],
+                                    caption=f"{name}, accuracy by order"))
+        for evaluation, by_order in entries:
+            result = detect_inverted_difficulty(by_order, subject=f"{_eval_label(runs, evaluation)} on {name}",
+                                                level=options.level)
+            results.append(result)
+            section.blocks.append(Finding(result))
+    return section
+
+
+@dataclass
+class _Matrix:
+    rows: list[str]
+    columns: list[str]
+    cells: dict[tuple[str, str], Accuracy]
+    in_distribution: set[tuple[str, str]]
+    base_rows: dict[str, str]  # base model → its row label
+    trained_rows: dict[str, tuple[str, TrainingRun]]  # row label → (base model, run)
+
+
+def _task_columns(runs: RunSet) -> list[tuple[str, str, int | None]]:
+    """(column label, benchmark, order or None) for the matrix.
+
+    Benchmarks are columns; a benchmark is also split by order when some run trained on only
+    some orders of its family and the benchmark asks others (Paper A trains Hi-ToM orders 0-3 and
+    tests order 4; Paper B's O4 and O1-3 mixtures), since then those orders are the held-out
+    tasks that matter.
+    """
+    def some_orders_held_out(name: str, orders: Iterable[int]) -> bool:
+        family = task_family(name)
+        return any(family in run.mixture and not run.mixture[family] <= {None} and not set(orders) <= run.mixture[family]
+                   for run in runs.training)
+
+    columns: dict[tuple[str, int | None], None] = {}
+    for evaluation in runs.evaluations:
+        for name, scores in evaluation.benchmarks.items():
+            if scores.by_order and some_orders_held_out(name, scores.by_order):
+                for order in sorted(scores.by_order):
+                    columns.setdefault((name, order), None)
+            else:
+                columns.setdefault((name, None), None)
+    return [(f"{name} · order {order}" if order is not None else name, name, order) for name, order in columns]
+
+
+def _generalization_matrix(runs: RunSet) -> _Matrix | None:
+    columns = _task_columns(runs)
+    if not columns:
+        return None
+    matrix = _Matrix([], [label for label, _, _ in columns], {}, set(), {}, {})
+    for evaluation in runs.evaluations:
+        run = runs.run_that_trained(evaluation)
+        if run is None:
+            row = f"base: {evaluation.label}"
+            matrix.base_rows.setdefault(evaluation.model, row)
+        else:
+            row = f"{_trained_model_name(run, evaluation)} ({run.describe_mixture()})"
+            matrix.trained_rows[row] = (run.base_model or "?", run)
+        if row not in matrix.rows:
+            matrix.rows.append(row)
+        for label, name, order in columns:
+            scores = evaluation.benchmarks.get(name)
+            if scores is None:
+                continue
+            acc = scores.overall if order is None else scores.by_order.get(order)
+            if acc is not None and (row, label) not in matrix.cells:
+                matrix.cells[(row, label)] = acc
+                if run is not None and run.in_distribution(name, order):
+                    matrix.in_distribution.add((row, label))
+    matrix.rows.sort(key=lambda r: (not r.startswith("base: "), r))
+    return matrix
+
+
+def _base_row_for(matrix: _Matrix, base_model: str) -> str | None:
+    if base_model in matrix.base_rows:
+        return matrix.base_rows[base_model]
+    # Runs may name their base model by hub id or path while its evaluation names it otherwise.
+    short = Path(base_model).name.lower()
+    for model, row in matrix.base_rows.items():
+        if Path(model).name.lower() == short:
+            return row
+    return None
+
+
+def _generalization_section(runs: RunSet, out: Path, options: ReportOptions, results: list[DetectorResult]) -> Section | None:
+    matrix = _generalization_matrix(runs)
+    if matrix is None or not matrix.trained_rows:
+        return None
+    section = Section("Generalization: training mixture × evaluation task")
+    file = "generalization-matrix.png"
+    plot_generalization_matrix(out / file, matrix.rows, matrix.columns, matrix.cells, matrix.in_distribution)
+    section.blocks.append(Figure(file, "Accuracy of each model (rows) on each task (columns); boxed 'ID' cells are "
+                                       "tasks the row's mixture trained on, all others are held out."))
+    rows = []
+    for row in matrix.rows:
+        cells = []
+        for column in matrix.columns:
+            acc = matrix.cells.get((row, column))
+            mark = " (ID)" if (row, column) in matrix.in_distribution else ""
+            cells.append(_acc(acc) + mark if acc is not None else "–")
+        rows.append([row, *cells])
+    section.blocks.append(Table(["model", *matrix.columns], rows, caption="Generalization matrix (ID = in distribution)"))
+
+    by_base: dict[str | None, list[str]] = {}
+    for row, (base_model, _) in matrix.trained_rows.items():
+        by_base.setdefault(_base_row_for(matrix, base_model), []).append(row)
+    for base_row, trained_rows in by_base.items():
+        if base_row is None:
+            bases = sorted({matrix.trained_rows[row][0] for row in trained_rows})
+            result = DetectorResult("negative_transfer", "Negative transfer", ", ".join(trained_rows), False,
+                                    "not enough data", f"No evaluation of these runs' base model ({', '.join(bases)}) was "
+                                    "found, so transfer cannot be measured against it. Evaluate the base model on the "
+                                    "same tasks.", (), {})
+        else:
+            base = {c: matrix.cells[(base_row, c)] for c in matrix.columns if (base_row, c) in matrix.cells}
+            trained = {row: {c: matrix.cells[(row, c)] for c in matrix.columns if (row, c) in matrix.cells}
+                       for row in trained_rows}
+            in_dist = {row: {c for (r, c) in matrix.in_distribution if r == row}
+                       for row in trained_rows if matrix.trained_rows[row][1].mixture}
+            result = detect_negative_transfer(base, trained, in_dist, subject=f"against {base_row}", level=options.level)
+        results.append(result)
+        section.blocks.append(Finding(result))
+    return section
+
+
+def _shortcut_tables(title: str, records: list[ShortcutRecord], matcher) -> list[Table]:
+    rows = compare_with_heuristics(records, matcher)
+    tables = [Table(
+        ["heuristic", "heuristic right", "model agrees when heuristic wrong",
+         "model right where heuristic right", "model right where heuristic wrong"],
+        [[r.heuristic, _acc(r.heuristic_accuracy), _acc(r.agreement_when_wrong),
+          _acc(r.model_accuracy_when_right), _acc(r.model_accuracy_when_wrong)] for r in rows],
+        caption=f"{title}: {len(records)} questions")]
+    orders = sorted({r.order for r in records if r.order is not None})
+    if len(orders) >= 2:
+        per_order = {o: {row.heuristic: row for row in compare_with_heuristics([r for r in records if r.order == o], matcher)}
+                     for o in orders}
+        tables.append(Table(
+            ["heuristic", *[f"order {o}" for o in orders]],
+            [[r.heuristic, *[_acc(per_order[o][r.heuristic].agreement_when_wrong) if r.heuristic in per_order[o] else "–"
+                             for o in orders]] for r in rows],
+            caption=f"{title}: model agrees with the heuristic where it is wrong, by order"))
+    return tables
+
+
+def _shortcut_section(runs: RunSet, options: ReportOptions) -> Section | None:
+    if options.shortcut_records is None or options.shortcut_matcher is None:
+        return None
+    matcher = options.shortcut_matcher
+    grouped: dict[str, list[tuple[Evaluation, list[ShortcutRecord]]]] = {}
+    notes: list[str] = []
+    for evaluation in runs.evaluations:
+        by_benchmark: dict[str, list[ShortcutRecord]] = {}
+        records, left_out = options.shortcut_records(evaluation)
+        notes += left_out
+        for record in records:
+            by_benchmark.setdefault(record.group, []).append(record)
+        for benchmark, group in by_benchmark.items():
+            grouped.setdefault(benchmark, []).append((evaluation, group))
+    if not grouped and not notes:
+        return None
+    section = Section("Shortcuts: does the model answer like a no-ToM heuristic?", [Paragraph(
+        "For each question, each heuristic of the audit gives an answer that needs no belief tracking. Where a "
+        "heuristic is wrong, a model that tracks beliefs should rarely give its answer; 'agrees when wrong' is the "
+        "share of those questions the model answers exactly like the heuristic (its last answer tag, matched "
+        "strictly). The random-container heuristic, where present, shows the agreement expected by chance.")])
+    if notes:
+        section.blocks.append(Paragraph("Left out: " + "; ".join(notes) + "."))
+    for benchmark, entries in grouped.items():
+        for evaluation, records in entries:
+            section.blocks += _shortcut_tables(f"{benchmark}, {_eval_label(runs, evaluation)} — {_eval_source(evaluation)}",
+                                               records, matcher)
+        bases = [(e, r) for e, r in entries if runs.is_base_evaluation(e)]
+        for evaluation, records in entries:
+            if runs.is_base_evaluation(evaluation):
+                continue
+            for base_eval, base_records in bases:
+                before, after = paired_records(base_records, records)
+                if not before:
+                    continue
+                shifts = shortcut_shift(compare_with_heuristics(before, matcher), compare_with_heuristics(after, matcher),
+                                        options.level)
+                section.blocks.append(Table(
+                    ["heuristic", f"agrees when wrong: {base_eval.label}",
+                     f"agrees when wrong: {_eval_label(runs, evaluation)}", "change"],
+                    [[s.heuristic, _acc(s.before), _acc(s.after), s.change.format_points() if s.change else "–"]
+                     for s in shifts],
+                    caption=f"{benchmark}, before vs after training on the same {len(before)} questions "
+                            "(change: MOVER-Wilson 95 % interval)"))
+    return section
+
+
+def _detector_summary(results: list[DetectorResult]) -> Section:
+    return Section("Detectors at a glance", [
+        Table(["detector", "computed on", "verdict"],
+              [[r.title, r.subject or "–", ("FIRED" if r.fired else r.verdict)] for r in results]),
+        Paragraph("Each detector decides by significance tests at a 95 % family-wise level and shows its evidence "
+                  "in the sections below; 'not enough data' says what is missing."),
+    ])
+
+
+def _methods_section(options: ReportOptions) -> Section:
+    blocks = [Paragraph(
+        "Intervals: accuracies carry 95 % Wilson score intervals; differences of accuracies carry MOVER-Wilson "
+        "(Newcombe) intervals, which treat the two accuracies as independent and are therefore conservative when "
+        "both were measured on the same questions. Changes over training compare the mean of the last third of the "
+        "logged steps with the mean of the first third; their intervals model the per-step noise as AR(1), estimated "
+        "from first differences so that a smooth fall is not mistaken for noise. Accuracy against order uses the "
+        "Cochran–Armitage trend test. Where a detector runs several tests, a Bonferroni "
+        "correction keeps the family-wise level at 95 %.")]
+    blocks += [Paragraph(note) for note in options.notes]
+    return Section("How the numbers were computed", blocks)
+
+
+# ---------------------------------------------------------------------------- entry points
+
+
+def build_report(runs: RunSet, out: str | Path, options: ReportOptions | None = None) -> tuple[Document, list[DetectorResult]]:
+    """Write the figures into ``out`` and return the document and every detector's result."""
+    options = options or ReportOptions()
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    results: list[DetectorResult] = []
+    body = [
+        _training_section(runs, out, options, results),
+        _paper_a_section(runs),
+        _orders_section(runs, out, options, results),
+        _generalization_section(runs, out, options, results),
+        _shortcut_section(runs, options),
+    ]
+    sections = [_inputs_section(runs), _detector_summary(results), *[s for s in body if s is not None],
+                _methods_section(options)]
+    return Document(options.title, sections), results
+
+
+def default_options(**overrides) -> ReportOptions:
+    """Options wired to the project's own parts: the fidelity reward's belief parser, the audit's
+    heuristics and the shared answer matcher. A part that is missing is left out, and a note in
+    the report says so."""
+    options = ReportOptions(**overrides)
+    notes = list(options.notes)
+    if importlib.util.find_spec("tomrl.rewards.fidelity") is None:
+        notes.append("The fidelity reward's belief parser (tomrl.rewards.fidelity) is not available, so the share of "
+                     "traces stating beliefs is not measured.")
+    else:
+        from tomrl.analysis.beliefs import states_a_belief
+
+        options.states_a_belief = states_a_belief
+    try:
+        from tomrl.analysis.shortcuts import answers_match, records_for_evaluation
+    except ImportError as error:
+        notes.append(f"The shortcut comparison is left out: {error}.")
+    else:
+        options.shortcut_records = records_for_evaluation
+        options.shortcut_matcher = answers_match
+    options.notes = notes
+    return options
+
+
+def write_report(runs: RunSet, out: str | Path, options: ReportOptions | None = None) -> dict[str, Path]:
+    """Build the report and write ``report.html``, ``report.md``, the PNGs and ``detectors.json`` into ``out``."""
+    out = Path(out)
+    document, results = build_report(runs, out, options)
+    markdown, html_path = write_document(document, out)
+    detectors = out / "detectors.json"
+    atomic_write_json(detectors, {"detectors": [r.to_dict() for r in results]})
+    return {"html": html_path, "markdown": markdown, "detectors": detectors}
+

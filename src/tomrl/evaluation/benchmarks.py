@@ -1,0 +1,303 @@
+"""Every benchmark ``tomrl eval`` knows, declared as data: loader, prompt, scoring, metric, version.
+
+    tomrl eval --list                                     # this table, with suites
+    tomrl eval --model smollm2-135m --benchmark paper     # Paper A's five columns
+    tomrl eval --model M --benchmark tomi,opentom --limit 50
+
+A :class:`Benchmark` says where its examples come from (a loader of
+:mod:`tomrl.loaders.registry`, the tomrl generators, or a file the user supplies), which prompt
+style renders them (:mod:`tomrl.prompts`), which answer-checking schemes score them (always
+through :func:`tomrl.rewards.answer.check_answer`, the one definition of "correct"), the metric,
+how results are broken down, and a version that changes whenever any of these does (results
+carry it, and a run folder refuses to mix samples of two versions).
+
+Scoring: every sample is checked under two schemes side by side:
+
+- ``strict`` (tomrl): the completion must be well formed (``<think>…</think><answer>…</answer>``
+  with the prefill) and the answer must *equal* the gold after normalisation;
+- ``paper_eval`` (Paper A's evaluation script): last ``<answer>`` tag, no format check, and the
+  answer may merely *end with* the gold ("toolbox" counts for "box").
+
+The gap between them separates format failures and lenient matches from reasoning.
+
+Suites: ``paper`` = Paper A's Table 1 columns (Hi-ToM 600, 4th-order, ToMi, ExploreToM
+structured and infilled); ``tom`` = ``paper`` + OpenToM + FANToM (skipped unless its file is
+present) + tomrl-generated Hi-ToM held-out sets by order; ``all`` = ``tom`` + GSM8K (skipped unless
+the user supplies ``data_paths.gsm8k``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tomrl.config import ConfigError
+from tomrl.io import BadInputError, scan_jsonl
+from tomrl.schema import Example
+
+SCHEMES = ("strict", "paper_eval")  # the two answer-checking schemes reported side by side
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """One evaluation set and how it is prompted and scored."""
+
+    name: str  # what users type: --benchmark NAME
+    title: str  # column / row title in tables
+    version: str  # bump when the loader options, prompt, scoring or selection change
+    loader: str  # a tomrl.loaders.registry name, "tomrl-generate" or "gsm8k-jsonl"
+    loader_options: dict[str, Any] = field(default_factory=dict)
+    prompt_style: str = "paper_a"  # a tomrl.prompts style, or "gsm8k"
+    schemes: tuple[str, ...] = SCHEMES
+    metric: str = "accuracy"
+    group_by: tuple[str, ...] = ("order", "question_type")
+    paper_column: str | None = None  # the column of Paper A's Table 1 this reproduces
+    needs_user_file: bool = False  # data the user must supply (suites skip it when absent)
+    description: str = ""
+
+
+def _heldout(order: int) -> Benchmark:
+    return Benchmark(
+        name=f"tomrl-hitom-order{order}",
+        title=f"tomrl Hi-ToM order {order}",
+        version="1",
+        loader="tomrl-generate",
+        loader_options={"benchmark": "hitom", "orders": [order]},
+        group_by=("order", "question_type", "deception", "story_length"),
+        description=f"tomrl-generated Hi-ToM-style questions of order {order} (heldout_n of them, stories from "
+        "heldout_seed, labels from the belief oracle); a held-out set as long as no training data used that seed",
+    )
+
+
+BENCHMARKS: dict[str, Benchmark] = {
+    b.name: b
+    for b in [
+        Benchmark(
+            name="hitom600",
+            title="Hi-ToM",
+            version="1",
+            loader="tomrl-paper-hitom600",
+            paper_column="Hi-ToM",
+            group_by=("order", "question_type", "deception", "story_length"),
+            description="Paper A's Hi-ToM (600): the original release, orders 0-4, open questions (question_old)",
+        ),
+        Benchmark(
+            name="hitom4",
+            title="4th-order",
+            version="1",
+            loader="tomrl-paper-hitom4",
+            paper_column="4th-order",
+            description="Paper A's '4th-order ToM' set (600): generated order-4 questions; every story is also in "
+            "Paper A's training set (orders 0-3)",
+        ),
+        Benchmark(
+            name="tomi",
+            title="ToMi",
+            version="1",
+            loader="tomrl-paper-tomi",
+            paper_column="ToMi",
+            description="Paper A's ToMi set (5,994 questions)",
+        ),
+        Benchmark(
+            name="exploretom",
+            title="ExploreToM",
+            version="1",
+            loader="tomrl-paper-exploretom",
+            paper_column="ExploreToM",
+            description="Paper A's ExploreToM set (1,066, structured story text, no yes/no questions)",
+        ),
+        Benchmark(
+            name="exploretom-infilled",
+            title="ExploreToM infilled",
+            version="1",
+            loader="tomrl-paper-exploretom-infilled",
+            paper_column="ExploreToM infilled",
+            description="the same 1,066 ExploreToM questions over the LLM-infilled narrative stories",
+        ),
+        Benchmark(
+            name="opentom",
+            title="OpenToM",
+            version="1",
+            loader="opentom",
+            description="OpenToM (13,708 questions over 596 narratives; evaluation only): location, multihop, attitude",
+        ),
+        Benchmark(
+            name="fantom",
+            title="FANToM",
+            version="1",
+            loader="fantom",
+            needs_user_file=True,
+            description="FANToM conversations (needs fantom_v1.json: see `tomrl data load fantom`)",
+        ),
+        *[_heldout(order) for order in range(5)],
+        Benchmark(
+            name="gsm8k",
+            title="GSM8K",
+            version="1",
+            loader="gsm8k-jsonl",
+            prompt_style="gsm8k",
+            group_by=(),
+            needs_user_file=True,
+            description="side check that ToM training leaves arithmetic alone: a GSM8K-style JSONL file the user "
+            "supplies (data_paths.gsm8k), rows {question, answer} with the answer's final number after '####'",
+        ),
+    ]
+}
+
+PAPER_SUITE = ("hitom600", "hitom4", "tomi", "exploretom", "exploretom-infilled")
+SUITES: dict[str, tuple[str, ...]] = {
+    "paper": PAPER_SUITE,
+    "tom": PAPER_SUITE + ("opentom", "fantom") + tuple(f"tomrl-hitom-order{k}" for k in range(5)),
+}
+SUITES["all"] = SUITES["tom"] + ("gsm8k",)
+
+
+def resolve(names: list[str]) -> list[tuple[Benchmark, bool]]:
+    """``(benchmark, optional)`` for names and suites, in order, without repeats.
+
+    ``optional`` is True for a benchmark that came from a suite and needs a user's file: the
+    runner skips it (saying so) when the file is absent, instead of failing.
+    """
+    chosen: dict[str, bool] = {}
+    for raw in names:
+        for name in [n.strip() for n in raw.split(",") if n.strip()]:
+            if name in SUITES:
+                for member in SUITES[name]:
+                    chosen.setdefault(member, BENCHMARKS[member].needs_user_file)
+            elif name in BENCHMARKS:
+                chosen[name] = False
+            else:
+                import difflib
+
+                close = difflib.get_close_matches(name, [*BENCHMARKS, *SUITES], n=1)
+                hint = f" (did you mean '{close[0]}'?)" if close else ""
+                raise ConfigError(f"unknown benchmark '{name}'{hint}; known: {', '.join([*SUITES, *BENCHMARKS])}")
+    return [(BENCHMARKS[name], optional) for name, optional in chosen.items()]
+
+
+class DataMissing(BadInputError):
+    """A benchmark's data files are not there (a suite skips such a benchmark)."""
+
+
+def load_examples(benchmark: Benchmark, data_paths: dict[str, str], heldout_n: int, heldout_seed: int) -> list[Example]:
+    """All examples of ``benchmark`` (before any ``limit``)."""
+    path = data_paths.get(benchmark.name)
+    if benchmark.loader == "tomrl-generate":
+        from tomrl.generators import generate
+        from tomrl.generators.config import GenerateConfig
+
+        cfg = GenerateConfig(n=heldout_n, seed=heldout_seed, split_fractions={"test": 1.0}, **benchmark.loader_options)
+        return generate(cfg)
+    if benchmark.loader == "gsm8k-jsonl":
+        if path is None:
+            raise DataMissing(f"benchmark 'gsm8k': no data file; set data_paths.gsm8k=FILE (JSONL rows with question and answer)")
+        return read_gsm8k(Path(path).expanduser())
+    from tomrl.loaders.registry import load
+
+    try:
+        return load(benchmark.loader, path=path, **benchmark.loader_options)
+    except BadInputError as error:
+        if "data not found" in str(error):
+            raise DataMissing(str(error)) from None
+        raise
+
+
+def select(examples: list[Example], limit: int | None, seed: int) -> list[Example]:
+    """At most ``limit`` examples spread evenly over orders (seeded), in their original order.
+
+    Each order's examples are shuffled with ``seed`` and taken round-robin, so a larger limit
+    selects a superset of a smaller one (a resumed, extended run reuses every finished sample).
+    """
+    if limit is None or limit >= len(examples):
+        return list(examples)
+    import random
+
+    groups: dict[Any, list[int]] = {}
+    for index, example in enumerate(examples):
+        groups.setdefault(example.order, []).append(index)
+    rng = random.Random(seed)
+    queues = []
+    for key in sorted(groups, key=lambda k: (k is None, k if k is not None else 0)):
+        members = groups[key][:]
+        rng.shuffle(members)
+        queues.append(members)
+    picked: list[int] = []
+    while len(picked) < limit:
+        for queue in queues:
+            if queue and len(picked) < limit:
+                picked.append(queue.pop(0))
+    return [examples[i] for i in sorted(picked)]
+
+
+# ------------------------------------------------------------------------------ prompts
+
+GSM8K_USER_TEMPLATE = (
+    "Solve the following math problem. Think step by step, then give only the final number inside "
+    "<answer> </answer> tags.\nProblem: {problem}\n"
+)
+
+
+def messages_for(benchmark: Benchmark, example: Example, style: str) -> list[dict[str, str]]:
+    """The chat messages of ``example`` (without the prefill)."""
+    if style == "gsm8k":
+        return [{"role": "user", "content": GSM8K_USER_TEMPLATE.format(problem=example.story)}]
+    from tomrl.prompts import build_messages
+
+    return build_messages(example, style)  # type: ignore[arg-type]
+
+
+def prefill_for(style: str) -> str:
+    if style == "gsm8k":
+        return ""
+    from tomrl.prompts import default_prefill
+
+    return default_prefill(style)  # type: ignore[arg-type]
+
+
+def style_for(benchmark: Benchmark, override: str | None) -> str:
+    """The prompt style of ``benchmark``: the run's override for ToM sets, else its own."""
+    if benchmark.prompt_style == "gsm8k" or override is None:
+        return benchmark.prompt_style
+    return override
+
+
+# ------------------------------------------------------------------------------ GSM8K files
+
+_FINAL_NUMBER = re.compile(r"####\s*(.+?)\s*$", re.DOTALL)
+
+
+def read_gsm8k(path: Path) -> list[Example]:
+    """GSM8K-format JSONL (``question``, ``answer`` ending in ``#### N``) as examples; the gold
+    answer is N with thousands separators removed."""
+    if not path.is_file():
+        raise DataMissing(f"{path}: GSM8K file not found")
+    examples = []
+    for line_number, row, error in scan_jsonl(path):
+        where = f"{path}:{line_number}"
+        if error is not None:
+            raise BadInputError(error)
+        for key in ("question", "answer"):
+            if not isinstance(row.get(key), str) or not row[key].strip():
+                raise BadInputError(f"{where}: field '{key}': expected a non-empty string")
+        match = _FINAL_NUMBER.search(row["answer"])
+        gold = (match.group(1) if match else row["answer"]).replace(",", "").strip()
+        examples.append(
+            Example(
+                id=str(row.get("id", f"gsm8k-{line_number}")),
+                source="gsm8k",
+                split="test",
+                story=row["question"].strip(),
+                question="What is the final answer?",
+                answer=gold,
+                order=None,
+                question_type="math",
+                deception=None,
+                story_length=None,
+                story_id=f"gsm8k-{line_number}",
+            )
+        )
+    if not examples:
+        raise BadInputError(f"{path}: no rows")
+    return examples

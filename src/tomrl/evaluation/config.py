@@ -1,0 +1,150 @@
+"""What ``tomrl eval`` runs: the typed evaluation config.
+
+    from tomrl.config import load_config
+    from tomrl.evaluation.config import EvalConfig
+    cfg = load_config(EvalConfig, "configs/eval/paper_a.yaml", ["limit=20", "engine=hf"])
+
+or on the command line (flags and ``key=value`` overrides map onto the same fields):
+
+    tomrl eval --model smollm2-135m --benchmark paper --limit 20
+    tomrl eval --config configs/eval/paper_a.yaml model=Qwen/Qwen2.5-0.5B-Instruct engine=vllm
+
+Every field below can be set in a YAML file under ``configs/eval/`` or as ``key=value``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from tomrl.config import setting
+from tomrl.evaluation.engines import PAPER_TEMPERATURE, PAPER_TOP_P
+
+PromptStyleName = Literal["paper_a", "cot", "hitom_mc", "hitom_open"]
+
+
+@dataclass(frozen=True)
+class OpenAISettings:
+    """How to reach an OpenAI-compatible server (engine: openai)."""
+
+    base_url: str = setting("http://127.0.0.1:8000/v1", help="server base URL, up to and including /v1")
+    api_key_env: str = setting(
+        "OPENAI_API_KEY",
+        help="name of the environment variable holding the API key (the key itself is never read from a file, "
+        "written anywhere or logged); unset variable = no Authorization header",
+    )
+    api: Literal["chat", "completions"] = setting(
+        "chat",
+        help="chat: send the prompt's messages to /chat/completions (the server applies its chat template; a "
+        "prefill such as <think> cannot be sent, so answers are scored without one); completions: send the "
+        "locally rendered prompt text, prefill included, to /completions (needs the model's tokenizer here)",
+    )
+    tokenizer: str | None = setting(
+        None, help="completions API only: tokenizer (hub id or path) whose chat template renders prompts; null = the model"
+    )
+    timeout_s: float = setting(120.0, help="seconds to wait for one HTTP response")
+    max_retries: int = setting(5, help="retries of a failed request (connection errors, HTTP 408/409/429/5xx)")
+    backoff_s: float = setting(1.0, help="first retry delay in seconds; doubles at each retry (with jitter), capped at 60")
+    concurrency: int = setting(8, help="requests in flight at once")
+
+    def __post_init__(self) -> None:
+        if self.timeout_s <= 0:
+            raise ValueError(f"openai.timeout_s must be > 0, got {self.timeout_s}")
+        if self.max_retries < 0:
+            raise ValueError(f"openai.max_retries must be >= 0, got {self.max_retries}")
+        if self.concurrency < 1:
+            raise ValueError(f"openai.concurrency must be >= 1, got {self.concurrency}")
+
+
+@dataclass(frozen=True)
+class VLLMSettings:
+    """vLLM options (engine: vllm)."""
+
+    gpu_memory_utilization: float = setting(0.9, help="fraction of GPU memory vLLM may take")
+    tensor_parallel_size: int = setting(1, help="GPUs to split the model over")
+    max_model_len: int | None = setting(None, help="context length vLLM reserves (null = the model's)")
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    model: str = setting("smollm2-135m", help="model: embedded name (smollm2-135m), hub id, local path, or the API model name (engine openai)")
+    benchmarks: list[str] = setting(
+        default_factory=lambda: ["paper"],
+        help="benchmark or suite names (see `tomrl eval --list`): suites paper, tom, all; benchmarks hitom600, hitom4, "
+        "tomi, exploretom, exploretom-infilled, opentom, fantom, tomrl-hitom-order0..4, gsm8k",
+    )
+    limit: int | None = setting(
+        None,
+        help="evaluate at most this many examples per benchmark, spread evenly over orders (seeded; a larger limit "
+        "later extends the same selection, so a resumed run reuses what is done); null = all",
+    )
+    out: str | None = setting(None, help="run folder (samples.jsonl, results.json, table.md); null = runs/eval/<model>-<settings hash>")
+    engine: Literal["hf", "vllm", "openai"] = setting("hf", help="generation engine: hf (transformers, CPU or GPU), vllm (GPU), openai (HTTP server)")
+    temperature: float = setting(PAPER_TEMPERATURE, help="sampling temperature (Paper A: 0.6); 0 = greedy")
+    top_p: float = setting(PAPER_TOP_P, help="nucleus sampling mass (Paper A: 0.95)")
+    max_new_tokens: int = setting(1024, help="generated-token budget per answer (Paper A: 4096)")
+    seed: int = setting(0, help="seed of the example selection (limit) and of sampling")
+    prompt_style: PromptStyleName | None = setting(
+        None, help="prompt style for every ToM benchmark (paper_a, cot, hitom_mc, hitom_open); null = each benchmark's own (paper_a)"
+    )
+    batch_size: int = setting(64, help="hf engine: prompts decoded together (the CPU sweet spot for the 135M model is 32-64)")
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = setting(
+        "auto", help="hf engine weights and compute: auto = bf16 where the device runs it natively, else float32"
+    )
+    device: str | None = setting(None, help="hf engine device: cpu, cuda, cuda:1 …; null = cuda if available, else cpu")
+    hf_mode: Literal["auto", "slots", "generate"] = setting(
+        "auto",
+        help="hf engine path: slots (tomrl's continuous-batching decoder for Llama/Qwen2/Qwen3), generate "
+        "(plain model.generate), auto = slots where supported",
+    )
+    trust_remote_code: bool = setting(False, help="allow model repositories to run their own code (off: never needed for Llama/Qwen)")
+    data_paths: dict[str, str] = setting(
+        default_factory=dict,
+        help="per-benchmark data file or folder, e.g. {fantom: ~/fantom_v1.json, gsm8k: ~/gsm8k_test.jsonl}; "
+        "others default to the shared data folder ($TOMRL_DATA)",
+    )
+    heldout_n: int = setting(100, help="tomrl-generated held-out sets: questions per order")
+    heldout_seed: int = setting(
+        1_000_003, help="seed of the tomrl-generated held-out stories (keep it different from any training-data seed)"
+    )
+    interval: Literal["wilson", "bootstrap"] = setting("wilson", help="95 % interval of every accuracy: Wilson score or percentile bootstrap")
+    bootstrap_resamples: int = setting(2000, help="resamples of the bootstrap interval")
+    paper_row: str | None = setting(
+        None,
+        help="the row of Paper A's Table 1 to print beside this model (e.g. '0.5B + RL' for a trained checkpoint); "
+        "null = matched by model name where it is one of the paper's",
+    )
+    openai: OpenAISettings = setting(default_factory=OpenAISettings, help="OpenAI-compatible server settings")
+    vllm: VLLMSettings = setting(default_factory=VLLMSettings, help="vLLM settings")
+
+    def __post_init__(self) -> None:
+        if not self.benchmarks:
+            raise ValueError("benchmarks: give at least one benchmark or suite")
+        if self.limit is not None and self.limit < 1:
+            raise ValueError(f"limit must be >= 1 or null, got {self.limit}")
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
+        if self.heldout_n < 1:
+            raise ValueError(f"heldout_n must be >= 1, got {self.heldout_n}")
+        if self.bootstrap_resamples < 100:
+            raise ValueError(f"bootstrap_resamples must be >= 100, got {self.bootstrap_resamples}")
+
+
+# Fields that change what a model generates; a run folder holding samples made with other
+# values cannot be resumed with these (see tomrl.evaluation.runner).
+GENERATION_FIELDS = ("model", "engine", "temperature", "top_p", "max_new_tokens", "seed", "prompt_style", "dtype", "hf_mode")
+
+
+def generation_settings(cfg: EvalConfig) -> dict:
+    settings = {name: getattr(cfg, name) for name in GENERATION_FIELDS}
+    if cfg.engine == "openai":
+        settings["openai_api"] = cfg.openai.api
+        settings["openai_base_url"] = cfg.openai.base_url
+    return settings
+

@@ -1,0 +1,89 @@
+"""From scored samples to ``results.json``: accuracies with 95 % intervals, per order and type.
+
+    from tomrl.evaluation.results import summarize_benchmark
+    summary = summarize_benchmark(rows, group_by=("order", "question_type"), interval="wilson")
+    summary["overall"]["strict"]["accuracy"]      # {"n": 20, "k": 7, "value": 0.35, "low": …, "high": …, "method": "wilson"}
+
+Each sample row (one line of ``samples.jsonl``) carries the checks of both schemes:
+``correct`` / ``format_ok`` / ``extracted`` / ``reason`` for ``strict`` and the same names with a
+``paper_`` prefix for ``paper_eval``. Every rate here (accuracy and format-failure rate) is a
+:func:`rate` with its n and interval; nothing is reported without them.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Iterable, Sequence
+
+from tomrl.stats import accuracy, bootstrap_interval
+
+# Which sample fields hold each scheme's verdicts.
+SCHEME_FIELDS = {"strict": "", "paper_eval": "paper_"}
+
+
+def rate(flags: Sequence[bool], interval: str = "wilson", resamples: int = 2000, seed: int = 0) -> dict[str, Any]:
+    """``{"n", "k", "value", "low", "high", "method"}`` of a list of booleans (95 % interval)."""
+    result = accuracy(list(flags)).to_dict()
+    if interval == "bootstrap" and flags:
+        low, high = bootstrap_interval([1.0 if f else 0.0 for f in flags], resamples=resamples, seed=seed)
+        result.update(low=low, high=high, method=f"bootstrap-{resamples}")
+    elif interval not in ("wilson", "bootstrap"):
+        raise ValueError(f"interval must be wilson or bootstrap, got {interval!r}")
+    return result
+
+
+def summarize_group(rows: Sequence[dict], interval: str = "wilson", resamples: int = 2000, seed: int = 0) -> dict[str, Any]:
+    """n, both schemes' accuracy and format-failure rate, response length, finish reasons."""
+    summary: dict[str, Any] = {"n": len(rows)}
+    for scheme, prefix in SCHEME_FIELDS.items():
+        summary[scheme] = {
+            "accuracy": rate([bool(r[f"{prefix}correct"]) for r in rows], interval, resamples, seed),
+            "format_failure": rate([not r[f"{prefix}format_ok"] for r in rows], interval, resamples, seed),
+        }
+    tokens = [r["tokens"] for r in rows]
+    summary["mean_response_tokens"] = sum(tokens) / len(tokens) if tokens else 0.0
+    summary["finish_reasons"] = dict(Counter(r["finish_reason"] for r in rows))
+    return summary
+
+
+def _group_key(value: Any) -> str:
+    return "none" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def summarize_benchmark(
+    rows: Sequence[dict],
+    group_by: Iterable[str] = ("order", "question_type"),
+    interval: str = "wilson",
+    resamples: int = 2000,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Overall summary plus one per value of each ``group_by`` field (``by_order``, …)."""
+    result: dict[str, Any] = {"overall": summarize_group(rows, interval, resamples, seed)}
+    for field_name in group_by:
+        groups: dict[str, list[dict]] = {}
+        for row in rows:
+            groups.setdefault(_group_key(row.get(field_name)), []).append(row)
+        ordered = sorted(groups, key=lambda k: (not k.lstrip("-").isdigit(), int(k) if k.lstrip("-").isdigit() else 0, k))
+        result[f"by_{field_name}"] = {key: summarize_group(groups[key], interval, resamples, seed) for key in ordered}
+    return result
+
+
+def throughput(segments: Sequence[dict]) -> dict[str, Any]:
+    """Generated tokens per second over timing segments ``{"tokens", "seconds", "completions"}``."""
+    tokens = sum(s["tokens"] for s in segments)
+    seconds = sum(s["seconds"] for s in segments)
+    return {
+        "generated_tokens": tokens,
+        "generation_seconds": round(seconds, 3),
+        "completions_timed": sum(s["completions"] for s in segments),
+        "tokens_per_s": round(tokens / seconds, 2) if seconds > 0 else None,
+    }
+
+
+def format_rate(summary: dict[str, Any], digits: int = 1) -> str:
+    """``"35.0 % [18.1, 56.7] (n=20)"`` for a :func:`rate` dictionary."""
+    if summary["n"] == 0:
+        return "n/a (n=0)"
+    return (
+        f"{100 * summary['value']:.{digits}f} % [{100 * summary['low']:.{digits}f}, {100 * summary['high']:.{digits}f}] (n={summary['n']})"
+    )

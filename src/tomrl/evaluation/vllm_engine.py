@@ -1,0 +1,88 @@
+"""vLLM as an engine (GPU), the way Paper A evaluated: temperature 0.6, top-p 0.95, one sample.
+
+    pip install vllm                                  # or: pip install 'tomrl[vllm]'
+    tomrl eval --engine vllm --model Qwen/Qwen2.5-0.5B-Instruct --benchmark paper max_new_tokens=4096
+
+Prompts are rendered here with the model's own tokenizer (prefill included) and passed to
+``LLM.generate`` as text, so they are byte for byte what the ``hf`` engine sees. Each prompt gets
+its own sampling seed (``seed + prompt number``), so a sampled answer does not depend on which
+other prompts share its batch, and a resumed run draws the same answers. Generation stops right
+after ``</answer>`` (kept in the output) or at EOS. Prompts go to vLLM in chunks of
+``CHUNK`` so that finished answers reach ``samples.jsonl`` while the rest are still running.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator, Sequence
+
+from tomrl.evaluation.engines import Completion, Sampling
+
+CHUNK = 512
+
+
+class VLLMEngine:
+    name = "vllm"
+    prompt_kind = "text"
+
+    def __init__(self, model: str, dtype: str = "auto", seed: int = 0, settings=None, trust_remote_code: bool = False):
+        try:
+            from vllm import LLM
+        except ImportError:
+            raise RuntimeError("engine 'vllm' needs the vllm package (pip install vllm; GPU machines only); use --engine hf otherwise") from None
+        from tomrl.models import resolve_model
+
+        self.model_name = model
+        self.settings = settings
+        kwargs = {}
+        if settings is not None:
+            kwargs.update(gpu_memory_utilization=settings.gpu_memory_utilization, tensor_parallel_size=settings.tensor_parallel_size)
+            if settings.max_model_len is not None:
+                kwargs["max_model_len"] = settings.max_model_len
+        self.dtype = dtype
+        self.llm = LLM(model=resolve_model(model), dtype=dtype, seed=seed, trust_remote_code=trust_remote_code, **kwargs)
+        self.tokenizer = self.llm.get_tokenizer()
+
+    def describe(self) -> dict:
+        import vllm
+
+        described = {"engine": self.name, "model": self.model_name, "dtype": self.dtype, "vllm_version": vllm.__version__}
+        if self.settings is not None:
+            described["tensor_parallel_size"] = self.settings.tensor_parallel_size
+        return described
+
+    def sampling_params(self, sampling: Sampling, index: int):
+        from vllm import SamplingParams
+
+        return SamplingParams(
+            temperature=sampling.temperature,
+            top_p=1.0 if sampling.greedy else sampling.top_p,
+            max_tokens=sampling.max_new_tokens,
+            stop=list(sampling.stop),
+            include_stop_str_in_output=True,
+            ignore_eos=sampling.ignore_eos,
+            seed=sampling.seed + index,
+        )
+
+    def generate(self, prompts: Sequence[str], sampling: Sampling) -> Iterator[Completion]:
+        for start in range(0, len(prompts), CHUNK):
+            chunk = list(prompts[start : start + CHUNK])
+            params = [self.sampling_params(sampling, start + i) for i in range(len(chunk))]
+            outputs = self.llm.generate(chunk, params, use_tqdm=False)
+            for offset, output in enumerate(outputs):
+                generated = output.outputs[0]
+                yield Completion(
+                    index=start + offset,
+                    text=generated.text,
+                    tokens=len(generated.token_ids),
+                    prompt_tokens=len(output.prompt_token_ids or []),
+                    finish_reason=finish_reason(generated.finish_reason, generated.stop_reason),
+                )
+
+
+def finish_reason(vllm_reason: str | None, stop_reason) -> str:
+    """vLLM's ``finish_reason`` / ``stop_reason`` as tomrl's stop / eos / length."""
+    if vllm_reason == "length":
+        return "length"
+    if isinstance(stop_reason, str):
+        return "stop"
+    return "eos"

@@ -1,0 +1,119 @@
+"""Run folders, atomic checkpoints and what ``--resume`` needs.
+
+Layout of a run folder::
+
+    RUN_DIR/
+      config.yaml             the resolved TrainConfig (what --resume trains with)
+      data/                   train.jsonl, validation.jsonl: the examples in training order
+      warm_start/             optional supervised warm start (model/ and done.json)
+      checkpoints/            checkpoint-N: weights, optimizer, scheduler, RNG, trainer state
+      best/                   model with the best validation accuracy so far, and best.json
+      final/                  model at the end of training
+      metrics.jsonl           one row per optimizer step
+      validation.jsonl        one row per validation
+      samples.jsonl           one row per rollout (prompt id, completion, rewards)
+      tensorboard/            the same metrics for TensorBoard
+      summary.json            written when training ends
+
+Every checkpoint and model folder is written under a temporary name and renamed into place,
+so a crash leaves either the previous folder or the new one, never half of one. A resumed run
+drops the log rows written after its checkpoint, so the logs read as if it never stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import Callable
+
+from tomrl.io import atomic_write_text, iter_jsonl
+
+CHECKPOINTS = "checkpoints"
+CHECKPOINT_PATTERN = re.compile(r"^checkpoint-(\d+)$")
+STEP_LOGS = ("metrics.jsonl", "samples.jsonl", "validation.jsonl")
+PARTIAL_SUFFIX = ".partial"
+
+
+def checkpoint_dirs(run_dir: str | Path) -> list[Path]:
+    """Complete checkpoints of a run, oldest first (partial ones never carry the final name)."""
+    folder = Path(run_dir) / CHECKPOINTS
+    if not folder.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in folder.iterdir() if p.is_dir() and (m := CHECKPOINT_PATTERN.match(p.name))]
+    return [p for _, p in sorted(found)]
+
+
+def latest_checkpoint(run_dir: str | Path) -> Path | None:
+    found = checkpoint_dirs(run_dir)
+    return found[-1] if found else None
+
+
+def checkpoint_step(path: str | Path) -> int:
+    match = CHECKPOINT_PATTERN.match(Path(path).name)
+    if not match:
+        raise ValueError(f"{path} is not a checkpoint folder (checkpoint-N)")
+    return int(match.group(1))
+
+
+def remove_partial(folder: str | Path) -> None:
+    """Delete leftovers of writes a crash interrupted (``*.partial`` folders)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return
+    for path in folder.iterdir():
+        if path.name.endswith(PARTIAL_SUFFIX):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def publish_folder(staging: Path, target: Path) -> None:
+    """Move a fully written folder into place, replacing ``target`` if it exists."""
+    _fsync_tree(staging)
+    if target.exists():
+        retired = target.with_name(target.name + ".old" + PARTIAL_SUFFIX)
+        shutil.rmtree(retired, ignore_errors=True)
+        os.replace(target, retired)
+        os.replace(staging, target)
+        shutil.rmtree(retired, ignore_errors=True)
+    else:
+        os.replace(staging, target)
+
+
+def write_folder_atomically(target: str | Path, write: Callable[[Path], None]) -> Path:
+    """Call ``write(staging_dir)``, then move the staging folder to ``target`` in one rename."""
+    target = Path(target)
+    staging = target.with_name(target.name + PARTIAL_SUFFIX)
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    try:
+        write(staging)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    publish_folder(staging, target)
+    return target
+
+
+def keep_latest_checkpoints(run_dir: str | Path, keep: int = 1) -> None:
+    for old in checkpoint_dirs(run_dir)[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def truncate_step_logs(run_dir: str | Path, step: int) -> None:
+    """Drop rows of the per-step logs whose step is after ``step`` (those a resumed run redoes)."""
+    for name in STEP_LOGS:
+        path = Path(run_dir) / name
+        if not path.exists():
+            continue
+        kept = [row for _, row in iter_jsonl(path, allow_torn_tail=True) if int(row.get("step", 0)) <= step]
+        atomic_write_text(path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in kept))
+
+
+def _fsync_tree(folder: Path) -> None:
+    # Flush file contents before the rename makes the folder visible under its final name.
+    for path in folder.rglob("*"):
+        if path.is_file():
+            with open(path, "rb") as handle:
+                os.fsync(handle.fileno())

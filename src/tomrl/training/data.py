@@ -1,0 +1,166 @@
+"""Training and validation examples of a run: built once, frozen in RUN_DIR/data, read on resume.
+
+The data come from one of three sources (``TrainConfig.data``): unified-schema JSONL files, a
+paper recipe (``tomrl.recipes.build_recipe``), or tomrl's generator — optionally as a
+curriculum, one generator config per stage, trained in stage order. Generated stages never
+share a story with an earlier stage, and the validation set never shares one with training.
+
+The first run writes ``RUN_DIR/data/train.jsonl`` and ``validation.jsonl`` in training order
+(shuffled within each stage with the run's seed); ``--resume`` reads them back, so a resumed
+run sees exactly the same examples in the same order.
+
+    from tomrl.training.data import prepare_data
+    train, validation = prepare_data(cfg, run_dir)
+
+OpenToM is refused: its licence and its authors ask that it is used for evaluation only.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+from pathlib import Path
+from typing import Sequence
+
+from tomrl.config import ConfigError
+from tomrl.schema import Example, read_examples, write_examples
+
+TRAIN_FILE = "train.jsonl"
+VALIDATION_FILE = "validation.jsonl"
+EVALUATION_ONLY_SOURCES = ("opentom",)
+
+
+def prepare_data(cfg, run_dir: str | Path) -> tuple[list[Example], list[Example]]:
+    """The run's (train, validation) examples: read from RUN_DIR/data if frozen, else built and frozen."""
+    data_dir = Path(run_dir) / "data"
+    train_path, validation_path = data_dir / TRAIN_FILE, data_dir / VALIDATION_FILE
+    if train_path.exists():
+        train = read_examples(train_path)
+        validation = read_examples(validation_path) if validation_path.exists() else []
+        return train, validation
+    train, validation = build_data(cfg, data_dir)
+    refuse_evaluation_only(train, "training")
+    if cfg.data.max_train_examples is not None:
+        train = train[: cfg.data.max_train_examples]
+    if cfg.data.max_validation_examples is not None:
+        validation = validation[: cfg.data.max_validation_examples]
+    if not train:
+        raise ConfigError("the training set is empty: check data.* in the config")
+    write_examples(train_path, train)
+    if validation:
+        write_examples(validation_path, validation)
+    return train, validation
+
+
+def build_data(cfg, data_dir: Path) -> tuple[list[Example], list[Example]]:
+    data = cfg.data
+    rng = random.Random(cfg.seed)
+    if data.train_files:
+        train = _read_all(data.train_files)
+        validation = _read_all(data.validation_files)
+        return _maybe_shuffle(train, data.shuffle, rng), validation
+    if data.recipe is not None:
+        train, validation = _from_recipe(data.recipe)
+        if data.validation_files:
+            validation = _read_all(data.validation_files)
+        return _maybe_shuffle(train, data.shuffle, rng), validation
+    if data.generate is not None:
+        train, validation = _generate(cfg, data_dir, rng)
+        if data.validation_files:
+            validation = _read_all(data.validation_files)
+        return train, validation
+    raise ConfigError("no training data: set data.train_files, data.recipe or data.generate")
+
+
+def refuse_evaluation_only(examples: Sequence[Example], purpose: str) -> None:
+    """Raise ConfigError if any example comes from an evaluation-only data set (OpenToM)."""
+    for example in examples:
+        if any(name in example.source.lower() for name in EVALUATION_ONLY_SOURCES):
+            raise ConfigError(
+                f"example {example.id!r} comes from {example.source}, which may be used for evaluation only, "
+                f"not for {purpose} (OpenToM's licence terms)"
+            )
+
+
+def _read_all(paths: Sequence[str]) -> list[Example]:
+    examples: list[Example] = []
+    seen: set[str] = set()
+    for path in paths:
+        for example in read_examples(path):
+            if example.id in seen:
+                raise ConfigError(f"{path}: id {example.id!r} already used by an earlier data file")
+            seen.add(example.id)
+            examples.append(example)
+    return examples
+
+
+def _maybe_shuffle(examples: list[Example], shuffle: bool, rng: random.Random) -> list[Example]:
+    examples = list(examples)
+    if shuffle:
+        rng.shuffle(examples)
+    return examples
+
+
+def _from_recipe(name: str) -> tuple[list[Example], list[Example]]:
+    try:
+        from tomrl.recipes import build_recipe
+    except ImportError as err:  # the recipes module is part of the data stage
+        raise ConfigError(f"data.recipe needs tomrl.recipes ({err})") from None
+    built = build_recipe(name)
+    train = [e for e in _examples_of(built, "train")]
+    validation = [e for e in _examples_of(built, "validation")]
+    return train, validation
+
+
+def _examples_of(built, split: str) -> list[Example]:
+    """Examples of ``split`` from whatever build_recipe returned (a mapping of splits or a list)."""
+    if isinstance(built, dict):
+        return list(built.get(split, []))
+    for attribute in (split, f"{split}_examples"):
+        if hasattr(built, attribute):
+            return list(getattr(built, attribute))
+    return [e for e in built if e.split == split]
+
+
+def _generate(cfg, data_dir: Path, rng: random.Random) -> tuple[list[Example], list[Example]]:
+    """Generate each curriculum stage (stories disjoint from earlier stages), then the validation set."""
+    from tomrl.config import load_config
+    from tomrl.generators import generate
+    from tomrl.generators.config import GenerateConfig
+
+    data = cfg.data
+    base = None if data.generate == "default" else data.generate
+    stage_dir = data_dir / "stages"
+    stage_files: list[str] = []
+    train: list[Example] = []
+    for index, stage_overrides in enumerate(data.stages or [[]]):
+        overrides = [*data.generate_overrides, *stage_overrides]
+        overrides = _with_defaults(overrides, seed=cfg.seed * 1000 + index, splits="{train: 1.0}", exclude=stage_files)
+        gen_cfg = load_config(GenerateConfig, base, overrides)
+        stage = [_tag(e, f"stage{index}", "train") for e in generate(gen_cfg)]
+        stage = _maybe_shuffle(stage, data.shuffle, rng)
+        path = stage_dir / f"stage{index}.jsonl"
+        write_examples(path, stage)
+        stage_files.append(str(path))
+        train.extend(stage)
+    overrides = [*data.generate_overrides, *data.validation_overrides]
+    overrides = _with_defaults(overrides, seed=cfg.seed * 1000 + 999, splits="{validation: 1.0}", exclude=stage_files)
+    validation = [_tag(e, "validation", "validation") for e in generate(load_config(GenerateConfig, base, overrides))]
+    return train, validation
+
+
+def _with_defaults(overrides: list[str], seed: int, splits: str, exclude: list[str]) -> list[str]:
+    keys = {item.split("=", 1)[0].strip() for item in overrides}
+    result = list(overrides)
+    if "seed" not in keys:
+        result.append(f"seed={seed}")
+    if "split_fractions" not in keys:
+        result.append(f"split_fractions={splits}")
+    if exclude and "exclude_stories_from" not in keys:
+        result.append("exclude_stories_from=[" + ", ".join(f"'{p}'" for p in exclude) + "]")
+    return result
+
+
+def _tag(example: Example, prefix: str, split: str) -> Example:
+    """Make ids unique across stages and mark the split the example is used as."""
+    return replace(example, id=f"{prefix}-{example.id}", split=split)

@@ -1,0 +1,342 @@
+"""The training recipe, top to bottom: set up the run, data, warm start, trainer; train; finish.
+
+    from tomrl.training.run import train
+    summary = train(cfg)                     # cfg: TrainConfig; a new run in cfg.run_dir
+    summary = train(cfg, resume=True)        # continue cfg.run_dir from its last checkpoint
+
+or ``tomrl train --config configs/train/smoke_cpu.yaml`` / ``tomrl train --resume RUN_DIR``.
+
+One optimizer step of every algorithm is TRL's: (1) sample ``rollouts_per_prompt`` completions
+for each of ``prompts_per_step`` prompts, (2) score them with tomrl's rewards, (3) compute
+advantages (GRPO: TRL's group normalisation; REINFORCE++: :mod:`tomrl.training.advantages`),
+(4) update the policy with the clipped surrogate loss, accumulated over micro-batches.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from tomrl.config import ConfigError, config_to_dict, save_config
+from tomrl.io import atomic_write_json
+from tomrl.schema import Example
+from tomrl.training import checkpoints
+from tomrl.training.config import TrainConfig
+
+CONFIG_FILE = "config.yaml"
+BASE_VALIDATION = "base_validation.json"  # the model before the warm start, under RUN_DIR/warm_start
+
+
+@dataclass
+class RunSummary:
+    run_dir: str
+    steps: int
+    seconds: float
+    train_examples: int
+    validation_examples: int
+    dropped_long_prompts: int
+    base_validation: dict | None  # before the warm start (None without one)
+    warm_start: dict | None
+    first_validation: dict | None
+    last_validation: dict | None
+    best_validation: dict | None
+    resumed_from: str | None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def train(cfg: TrainConfig, resume: bool = False, console: Any = None, rewards: list | None = None) -> RunSummary:
+    """Train ``cfg`` into ``cfg.run_dir`` (continuing it when ``resume``).
+
+    ``rewards`` replaces the reward functions named by ``cfg.rewards`` (tomrl ``Reward`` objects,
+    e.g. a research reward not in the registry); by default they come from tomrl.rewards.
+    """
+    from accelerate import PartialState
+
+    from tomrl.training.data import prepare_data
+
+    started = time.time()
+    run_dir = Path(cfg.run_dir)
+    state = PartialState()  # one process, or one of several under `accelerate launch`
+    say = (console.print if console is not None else print) if state.is_main_process else (lambda *_: None)
+    # 1. The run folder (a new run refuses a folder that already holds one), and 2. the data, frozen
+    # in RUN_DIR/data in training order. The main process writes both; the others then read them.
+    with state.main_process_first():
+        if state.is_main_process:
+            _set_up_run_dir(cfg, run_dir, resume)
+        train_examples, validation_examples = prepare_data(cfg, run_dir)
+    resume_from = checkpoints.latest_checkpoint(run_dir) if resume else None
+    _seed_everything(cfg.seed)
+    say(f"data: {len(train_examples)} training and {len(validation_examples)} validation examples ({run_dir / 'data'})")
+    # 3. The policy to start from: the model, or the output of the supervised warm start.
+    policy = _resolve_policy(cfg, run_dir, train_examples, validation_examples, say)
+    # 4. The trainer.
+    trainer, validator, logger, progress, dropped = build_trainer(cfg, policy, train_examples, validation_examples, rewards)
+    if dropped:
+        say(f"dropped {dropped} training prompts longer than max_prompt_length={cfg.max_prompt_length} tokens")
+    # 5. Train.
+    try:
+        trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
+    finally:
+        progress.stop()
+        logger.close()
+    # 6. Finish: the final model beside the best one, and a summary.
+    _save_model(trainer, run_dir / "final")
+    summary = RunSummary(
+        run_dir=str(run_dir),
+        steps=trainer.state.global_step,
+        seconds=round(time.time() - started, 1),
+        train_examples=len(train_examples),
+        validation_examples=len(validation_examples),
+        dropped_long_prompts=dropped,
+        base_validation=_read_json(run_dir / "warm_start" / BASE_VALIDATION),
+        warm_start=_read_json(run_dir / "warm_start" / "done.json"),
+        first_validation=_first_validation(run_dir),
+        last_validation=_last_validation(run_dir),
+        best_validation=_best_validation(run_dir),
+        resumed_from=str(resume_from) if resume_from else None,
+    )
+    if trainer.accelerator.is_main_process:
+        atomic_write_json(run_dir / "summary.json", summary.to_dict())
+    return summary
+
+
+def build_trainer(
+    cfg: TrainConfig, policy: str, train_examples: list[Example], validation_examples: list[Example], rewards: list | None = None
+):
+    """The TRL trainer and tomrl's callbacks for ``cfg``, training ``policy`` (a model path or name)."""
+    from datasets import Dataset
+
+    from tomrl.models import load_tokenizer
+    from tomrl.prompts import default_prefill, render_prompt
+    from tomrl.rewards.functions import make_reward
+    from tomrl.training.callbacks import RichProgress, StepLogger, Validator, use_rich_progress
+    from tomrl.training.trainer import TomrlGRPOTrainer
+    from tomrl.training.validation import generation_dtype
+
+    run_dir = Path(cfg.run_dir)
+    tokenizer = load_tokenizer(policy)
+    prefill = default_prefill(cfg.prompt_style) if cfg.prefill is None else cfg.prefill
+    rows, dropped = [], 0
+    for example in train_examples:
+        prompt = render_prompt(example, tokenizer, cfg.prompt_style, prefill)
+        if len(tokenizer(prompt, add_special_tokens=False)["input_ids"]) > cfg.max_prompt_length:
+            dropped += 1
+            continue
+        rows.append(dataset_row(example, prompt, prefill))
+    if not rows:
+        raise ConfigError(f"every training prompt is longer than max_prompt_length={cfg.max_prompt_length} tokens")
+    validation_prompts = [render_prompt(e, tokenizer, cfg.prompt_style, prefill) for e in validation_examples]
+    if cfg.eval.max_examples is not None:
+        validation_examples = validation_examples[: cfg.eval.max_examples]
+        validation_prompts = validation_prompts[: cfg.eval.max_examples]
+    if rewards is None:
+        rewards = [make_reward(name, prefill=prefill) for name in cfg.rewards]
+    progress = RichProgress(enabled=cfg.progress)
+    logger = StepLogger(run_dir, tensorboard="tensorboard" in cfg.report_to)
+    validator = Validator(
+        run_dir, validation_examples, validation_prompts, cfg.eval, prefill, tokenizer, cfg.seed, progress, generation_dtype(cfg.precision)
+    )
+    trainer = TomrlGRPOTrainer(
+        model=policy,
+        args=grpo_arguments(cfg),
+        train_dataset=Dataset.from_list(rows),
+        processing_class=tokenizer,
+        peft_config=lora_config(cfg),
+        callbacks=[logger, validator, progress],
+        train_config=cfg,
+        rewards=rewards,
+        run_dir=run_dir,
+    )
+    use_rich_progress(trainer, progress)
+    logger.trainer = trainer
+    validator.trainer = trainer
+    return trainer, validator, logger, progress, dropped
+
+
+def dataset_row(example: Example, prompt: str, prefill: str) -> dict:
+    """One training row: the rendered prompt and the columns rewards may read (TRL passes them on)."""
+    return {
+        "prompt": prompt,
+        "prefill": prefill,
+        "answer": example.answer,
+        "id": example.id,
+        "order": example.order,
+        "source": example.source,
+        "story": example.story,
+        "question": example.question,
+        "question_type": example.question_type,
+        "story_id": example.story_id,
+        "meta": json.dumps(example.meta, ensure_ascii=False),
+    }
+
+
+def grpo_arguments(cfg: TrainConfig):
+    """TRL's GRPOConfig for ``cfg`` (the batch arithmetic of TrainConfig's docstring)."""
+    import torch
+    from trl import GRPOConfig
+
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    per_step = cfg.completions_per_step
+    if per_step % (cfg.micro_batch_size * world) != 0:
+        raise ConfigError(
+            f"prompts_per_step x rollouts_per_prompt = {per_step} completions must split into micro-batches of "
+            f"{cfg.micro_batch_size} on each of {world} processes"
+        )
+    accumulation = per_step // (cfg.micro_batch_size * world)
+    on_gpu = torch.cuda.is_available()
+    generation_kwargs = {}
+    return GRPOConfig(
+        output_dir=str(Path(cfg.run_dir) / checkpoints.CHECKPOINTS),
+        seed=cfg.seed,
+        data_seed=cfg.seed,
+        per_device_train_batch_size=cfg.micro_batch_size,
+        gradient_accumulation_steps=accumulation,
+        generation_batch_size=per_step,
+        num_generations=cfg.rollouts_per_prompt,
+        shuffle_dataset=False,  # tomrl orders the data itself (seeded, curriculum stages kept in order)
+        learning_rate=cfg.learning_rate,
+        lr_scheduler_type=cfg.lr_scheduler,
+        warmup_steps=cfg.warmup_ratio,
+        weight_decay=cfg.weight_decay,
+        max_grad_norm=cfg.max_grad_norm,
+        num_train_epochs=cfg.epochs,
+        max_steps=cfg.max_steps,
+        max_completion_length=cfg.max_completion_length,
+        temperature=cfg.temperature,
+        top_p=cfg.top_p,
+        top_k=0,
+        generation_kwargs=generation_kwargs or None,
+        beta=cfg.kl_coef,
+        epsilon=cfg.clip_epsilon,
+        epsilon_high=cfg.clip_epsilon_high,
+        loss_type=cfg.loss_type,
+        scale_rewards=cfg.scale_rewards,
+        entropy_coef=cfg.entropy_coef,
+        num_iterations=cfg.num_iterations,
+        mask_truncated_completions=cfg.mask_truncated_completions,
+        reward_weights=cfg.reward_weights,
+        gradient_checkpointing=cfg.gradient_checkpointing,
+        bf16=cfg.precision == "bfloat16",
+        fp16=cfg.precision == "float16",
+        use_cpu=not on_gpu,  # bf16 autocast on a CPU needs it said explicitly
+        model_init_kwargs={"dtype": {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[cfg.precision] if on_gpu else torch.float32},
+        use_vllm=cfg.use_vllm,
+        vllm_mode=cfg.vllm_mode,
+        vllm_gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
+        logging_steps=1,
+        save_strategy="steps",
+        save_steps=cfg.save_every,
+        save_total_limit=None,  # tomrl keeps the latest complete checkpoint itself
+        report_to=["wandb"] if "wandb" in cfg.report_to else "none",
+        disable_tqdm=True,
+        log_completions=False,
+        remove_unused_columns=False,
+        dataloader_num_workers=0,
+    )
+
+
+def lora_config(cfg: TrainConfig):
+    if not cfg.lora.enabled:
+        return None
+    from peft import LoraConfig
+
+    targets: Any = cfg.lora.target_modules
+    if targets == ["all-linear"]:
+        targets = "all-linear"
+    return LoraConfig(r=cfg.lora.rank, lora_alpha=cfg.lora.alpha, lora_dropout=cfg.lora.dropout, target_modules=targets, task_type="CAUSAL_LM")
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def _set_up_run_dir(cfg: TrainConfig, run_dir: Path, resume: bool) -> None:
+    """Create the run folder, or prepare it for resuming from its last complete checkpoint."""
+    if not resume:
+        if (run_dir / CONFIG_FILE).exists():
+            raise ConfigError(f"{run_dir} already holds a run; continue it with: tomrl train --resume {run_dir} (or set run_dir=…)")
+        run_dir.mkdir(parents=True, exist_ok=True)
+        save_config(cfg, run_dir / CONFIG_FILE)
+        return
+    if not (run_dir / CONFIG_FILE).exists():
+        raise ConfigError(f"{run_dir}: no {CONFIG_FILE}; is this a tomrl run folder?")
+    checkpoints.remove_partial(run_dir / checkpoints.CHECKPOINTS)
+    checkpoints.remove_partial(run_dir)
+    latest = checkpoints.latest_checkpoint(run_dir)
+    step = checkpoints.checkpoint_step(latest) if latest else 0
+    # The steps after the checkpoint are redone; their log rows go, so the logs read as one run.
+    checkpoints.truncate_step_logs(run_dir, step)
+    save_config(cfg, run_dir / CONFIG_FILE)
+
+
+def _seed_everything(seed: int) -> None:
+    from transformers import set_seed
+
+    set_seed(seed)
+
+
+def _resolve_policy(cfg: TrainConfig, run_dir: Path, train_examples: list[Example], validation_examples: list[Example], say) -> str:
+    """The model RL starts from: ``cfg.model``, or the warm-started one (the base validated first)."""
+    from accelerate import PartialState
+
+    from tomrl.models import resolve_model
+
+    if not cfg.warm_start.enabled:
+        return resolve_model(cfg.model)
+    from tomrl.training.sft_warmstart import WARM_START, warm_start
+    from tomrl.training.validation import validate_saved_model
+
+    base_file = run_dir / WARM_START / BASE_VALIDATION
+    if cfg.eval.at_start and validation_examples and not base_file.exists() and PartialState().is_main_process:
+        result = validate_saved_model(resolve_model(cfg.model), validation_examples, cfg)
+        atomic_write_json(base_file, {"step": "base", "model": cfg.model, **result.to_dict()})
+        say(f"base model validation: {result.summary()}")
+    return str(warm_start(cfg, run_dir, train_examples, say))
+
+
+def _save_model(trainer, target: Path) -> None:
+    from tomrl.training.checkpoints import write_folder_atomically
+
+    trainer.accelerator.wait_for_everyone()
+    if not trainer.accelerator.is_main_process:
+        return
+    model = trainer.accelerator.unwrap_model(trainer.model)
+
+    def write(folder: Path) -> None:
+        model.save_pretrained(folder, safe_serialization=True)
+        trainer.processing_class.save_pretrained(folder)
+
+    write_folder_atomically(target, write)
+
+
+def _validation_rows(run_dir: Path) -> list[dict]:
+    from tomrl.io import iter_jsonl
+
+    path = run_dir / "validation.jsonl"
+    return [row for _, row in iter_jsonl(path, allow_torn_tail=True)] if path.exists() else []
+
+
+def _first_validation(run_dir: Path) -> dict | None:
+    rows = _validation_rows(run_dir)
+    return rows[0] if rows else None
+
+
+def _last_validation(run_dir: Path) -> dict | None:
+    rows = _validation_rows(run_dir)
+    return rows[-1] if rows else None
+
+
+def _best_validation(run_dir: Path) -> dict | None:
+    return _read_json(run_dir / "best" / "best.json")
+
+
+def _read_json(path: Path) -> dict | None:
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+__all__ = ["train", "build_trainer", "grpo_arguments", "RunSummary", "config_to_dict"]

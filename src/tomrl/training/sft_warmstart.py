@@ -1,0 +1,138 @@
+"""Supervised warm start on oracle-written reasoning traces, before RL.
+
+A small model that never closes its tags gets no signal from format-and-answer rewards: every
+rollout scores the same, every advantage is zero. The warm start teaches the format and a way of
+reasoning first: for each training example with a parsable story, the target completion is
+
+    <think> {trace of who saw each move of the object} </think><answer>{gold}</answer>
+
+where the trace comes from :func:`tomrl.generators.traces.reasoning_trace` (the belief oracle,
+so every statement in it is true) and the prompt is the same rendered prompt RL trains on
+(``<think>`` prefilled for Paper A's style, in which case the target starts after it).
+Training is TRL's ``SFTTrainer`` on prompt-completion pairs (loss on the completion only).
+
+    warm_start:
+      enabled: true
+      epochs: 1
+      learning_rate: 1.0e-4
+
+(``tomrl train --config configs/train/demo_cpu.yaml``.) The model lands in
+``RUN_DIR/warm_start/model`` and RL starts from it, with it as the KL reference too. Before
+training, the base model is validated once (``RUN_DIR/warm_start/base_validation.json``) so a
+run reports base → after warm start → after RL.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from tomrl.io import atomic_write_json
+from tomrl.schema import Example
+
+WARM_START = "warm_start"
+
+
+def trace_completion(example: Example, prefill: str) -> str | None:
+    """The target completion for ``example`` after ``prefill``, or None when its story cannot be traced."""
+    from tomrl.generators.traces import reasoning_trace
+
+    try:
+        trace = reasoning_trace(example)
+    except (ValueError, KeyError):  # a story or question the parsers do not read (e.g. ExploreToM)
+        return None
+    opening = "" if prefill.rstrip().endswith("<think>") else "<think>"
+    return f"{opening} {trace} </think><answer>{example.answer}</answer>"
+
+
+def warm_start(cfg: Any, run_dir: Path, train_examples: Sequence[Example], say: Callable[[str], Any] = print) -> Path:
+    """Fine-tune ``cfg.model`` on traces of ``train_examples`` once; returns the model folder."""
+    from accelerate import PartialState
+
+    folder = Path(run_dir) / WARM_START
+    target = folder / "model"
+    done = folder / "done.json"
+    state = PartialState()
+    if done.exists():
+        return target
+    import torch
+    from datasets import Dataset
+    from trl import SFTConfig, SFTTrainer
+
+    from tomrl.models import load_tokenizer, resolve_model
+    from tomrl.prompts import default_prefill, render_prompt
+    from tomrl.training.callbacks import RichProgress, use_rich_progress
+    from tomrl.training.checkpoints import write_folder_atomically
+
+    settings = cfg.warm_start
+    base = resolve_model(cfg.model)
+    tokenizer = load_tokenizer(base)
+    prefill = default_prefill(cfg.prompt_style) if cfg.prefill is None else cfg.prefill
+    rows = []
+    for example in train_examples[: settings.max_examples] if settings.max_examples else train_examples:
+        completion = trace_completion(example, prefill)
+        if completion is not None:
+            rows.append({"prompt": render_prompt(example, tokenizer, cfg.prompt_style, prefill), "completion": completion})
+    if not rows:
+        raise ValueError("warm start: no training example has a story the trace builder can read")
+    say(f"warm start: {len(rows)} oracle-written traces, {settings.epochs} epoch(s), lr {settings.learning_rate}")
+    started = time.time()
+    args = SFTConfig(
+        output_dir=str(folder / "checkpoints"),
+        num_train_epochs=settings.epochs,
+        learning_rate=settings.learning_rate,
+        lr_scheduler_type="constant",
+        per_device_train_batch_size=settings.batch_size,
+        gradient_accumulation_steps=1,
+        max_length=cfg.max_prompt_length + cfg.max_completion_length,
+        seed=cfg.seed,
+        data_seed=cfg.seed,
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        disable_tqdm=True,
+        bf16=cfg.precision == "bfloat16",
+        use_cpu=not torch.cuda.is_available(),  # bf16 autocast on a CPU needs it said explicitly
+        fp16=cfg.precision == "float16",
+        gradient_checkpointing=cfg.gradient_checkpointing,
+        dataset_num_proc=None,
+    )
+    trainer = SFTTrainer(model=base, args=args, train_dataset=Dataset.from_list(rows), processing_class=tokenizer)
+    progress = RichProgress(enabled=cfg.progress, description="warm start")
+    use_rich_progress(trainer, progress)
+    try:
+        result = trainer.train()
+    finally:
+        progress.stop()
+    losses = [log["loss"] for log in trainer.state.log_history if "loss" in log]
+    if state.is_main_process:
+        model = trainer.accelerator.unwrap_model(trainer.model)
+
+        def write(staging: Path) -> None:
+            model.save_pretrained(staging, safe_serialization=True)
+            tokenizer.save_pretrained(staging)
+
+        write_folder_atomically(target, write)
+        atomic_write_json(
+            done,
+            {
+                "traces": len(rows),
+                "epochs": settings.epochs,
+                "learning_rate": settings.learning_rate,
+                "steps": trainer.state.global_step,
+                "first_loss": losses[0] if losses else None,
+                "last_loss": losses[-1] if losses else None,
+                "seconds": round(time.time() - started, 1),
+                "train_runtime": result.metrics.get("train_runtime"),
+            },
+        )
+    state.wait_for_everyone()
+    say(f"warm start done in {time.time() - started:.0f} s: loss {losses[0]:.3f} -> {losses[-1]:.3f}" if losses else "warm start done")
+    return target
+
+
+def read_summary(run_dir: Path) -> dict | None:
+    path = Path(run_dir) / WARM_START / "done.json"
+    return json.loads(path.read_text()) if path.exists() else None

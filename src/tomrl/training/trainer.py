@@ -1,0 +1,265 @@
+"""TRL's GRPOTrainer with REINFORCE++ advantages, answer metrics, rollout stops and atomic checkpoints.
+
+:class:`TomrlGRPOTrainer` keeps TRL's rollout, reward, loss and optimisation code and changes
+only what tomrl needs (each override says why):
+
+- ``_generate_and_score_completions``: for ``reinforce_pp`` / ``reinforce_pp_baseline`` the
+  advantages TRL computed (group-normalised, GRPO) are replaced by per-token REINFORCE++
+  advantages from :mod:`tomrl.training.advantages` (TRL's loss accepts (B, T) advantages). With
+  the KL in the reward, the log-probabilities of the sampling policy and of the reference are
+  computed here; TRL's loss then uses the same clipped ratio, without its own KL term.
+- ``_calculate_rewards``: also records each reward's components, the format rate and the
+  accuracy (from the shared answer checker, via the rewards' ``details``), and one row per
+  rollout for ``samples.jsonl``.
+- ``_tokenize_prompts``: prompts arrive fully rendered (chat template + prefill), so no special
+  tokens are added a second time.
+- ``_generate_single_turn``: with ``stop_at_answer`` a rollout ends right after ``</answer>``.
+- ``_save_checkpoint``: checkpoints are written to a ``.partial`` folder and renamed into place.
+
+Built by :func:`tomrl.training.run.build_trainer`; run with ``tomrl train --config FILE``.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import torch
+from trl import GRPOTrainer
+from trl.models import unwrap_model_for_generation
+from trl.models.utils import disable_gradient_checkpointing
+
+from tomrl.training.advantages import approx_kl, reinforce_pp_advantages, subtract_group_mean
+from tomrl.training.checkpoints import PARTIAL_SUFFIX, keep_latest_checkpoints, publish_folder
+
+ANSWER_STOP = "</answer>"
+
+
+class TomrlGRPOTrainer(GRPOTrainer):
+    """GRPOTrainer + REINFORCE++ (see the module docstring); ``train_config`` is a TrainConfig."""
+
+    def __init__(self, *args: Any, train_config: Any, rewards: list, run_dir: str | Path, **kwargs: Any):
+        self.train_config = train_config
+        self.tomrl_rewards = rewards  # tomrl Reward objects, in TRL's reward_funcs order
+        self.run_dir = Path(run_dir)
+        self.sample_rows: list[dict] = []  # rollouts of the current step, drained by the logging callback
+        self._last_rewards_per_func: torch.Tensor | None = None
+        self._checkpoint_staging: Path | None = None
+        super().__init__(*args, reward_funcs=rewards, **kwargs)
+
+    # ------------------------------------------------------------------ prompts and rollouts
+
+    def _tokenize_prompts(self, prompts: list):
+        # tomrl renders each prompt with the chat template and the prefill already (tomrl.prompts);
+        # tokenizing it with special tokens would add a second BOS on templates that start with one.
+        if prompts and isinstance(prompts[0], str):
+            return self.processing_class(text=prompts, add_special_tokens=False)["input_ids"], None, {}
+        return super()._tokenize_prompts(prompts)
+
+    def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
+        if not self.train_config.stop_at_answer or self.use_vllm or self.use_transformers_continuous_batching or images:
+            return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations, has_tool_images)
+        return self._generate_until_answer(prompt_ids), None
+
+    @torch.no_grad()
+    def _generate_until_answer(self, prompt_ids: list[list[int]]) -> list[list[int]]:
+        """``model.generate`` that ends each rollout after ``</answer>`` (or EOS, or the budget)."""
+        from trl.trainer.utils import pad
+
+        device = self.accelerator.device
+        tensors = [torch.tensor(ids) for ids in prompt_ids]
+        input_ids = pad(tensors, padding_value=self._tokenizer.pad_token_id, padding_side="left").to(device)
+        attention_mask = pad([torch.ones_like(t) for t in tensors], padding_value=0, padding_side="left").to(device)
+        with unwrap_model_for_generation(
+            self.model_wrapped,
+            self.accelerator,
+            gather_deepspeed3_params=self.args.ds3_gather_for_generation,
+            generation_kwargs=self.generation_kwargs,
+            gradient_checkpointing_kwargs=self.args.gradient_checkpointing_kwargs,
+        ) as unwrapped_model:
+            output = unwrapped_model.generate(
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                generation_config=self.generation_config,
+                stop_strings=[ANSWER_STOP],
+                tokenizer=self._tokenizer,
+            )
+        completions = output[:, input_ids.size(1) :].tolist()
+        return [cut_completion(ids, set(self.eos_token_ids), self._tokenizer, ANSWER_STOP) for ids in completions]
+
+    # ------------------------------------------------------------------ rewards and metrics
+
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        self._last_rewards_per_func = rewards_per_func
+        self._record_answer_metrics(inputs, completions, completion_ids_list)
+        return rewards_per_func
+
+    def _record_answer_metrics(self, inputs, completions, completion_ids_list) -> None:
+        """Reward components, format rate, accuracy and per-rollout rows (gathered over processes)."""
+        from accelerate.utils import gather_object
+
+        mode = "train" if self.model.training else "eval"
+        columns = {key: [row.get(key) for row in inputs] for key in inputs[0] if key not in ("prompt",)}
+        per_reward = [reward.details(None, completions, **columns) for reward in self.tomrl_rewards]
+        local_rows = []
+        for index, (row, ids) in enumerate(zip(inputs, completion_ids_list)):
+            details = [results[index] for results in per_reward]
+            local_rows.append(
+                {
+                    "id": row.get("id"),
+                    "order": row.get("order"),
+                    "completion": completions[index],
+                    "completion_tokens": len(ids),
+                    "rewards": {d.reward: d.score for d in details},
+                    "components": {f"{d.reward}/{k}": v for d in details for k, v in d.components.items()},
+                    "format_ok": details[0].format_ok,
+                    "correct": details[0].correct,
+                    "extracted": details[0].extracted,
+                }
+            )
+        rows = gather_object(local_rows)
+        sums: dict[str, float] = defaultdict(float)
+        for row in rows:
+            for key, value in row["components"].items():
+                sums[key] += value
+        metrics = self._metrics[mode]
+        for key, total in sums.items():
+            metrics[f"reward_components/{key}"].append(total / len(rows))
+        metrics["answer/format_rate"].append(sum(r["format_ok"] for r in rows) / len(rows))
+        metrics["answer/accuracy"].append(sum(r["correct"] for r in rows) / len(rows))
+        lengths = [r["completion_tokens"] for r in rows]
+        metrics["tokens/generated"].append(float(sum(lengths)))
+        if mode == "train" and self.accelerator.is_main_process and self.train_config.log_samples:
+            step = self.state.global_step + 1  # these rollouts train the coming optimizer step
+            for row in rows:
+                row["step"] = step
+            self.sample_rows.extend(rows)
+
+    # ------------------------------------------------------------------ advantages
+
+    def _generate_and_score_completions(self, inputs):
+        output = super()._generate_and_score_completions(inputs)
+        mode = "train" if self.model.training else "eval"
+        trained_tokens = output["prompt_mask"].sum() + output["completion_mask"].sum()
+        self._metrics[mode]["tokens/trained"].append(self.accelerator.gather(trained_tokens).sum().item())
+        if self.train_config.algorithm == "grpo" or mode != "train":
+            return output
+        output["advantages"] = self._reinforce_pp_advantages(output)
+        return output
+
+    def _reinforce_pp_advantages(self, output: dict) -> torch.Tensor:
+        cfg = self.train_config
+        rewards_per_func = self._last_rewards_per_func  # all processes' rows, in TRL's order
+        weights = self.reward_weights.to(rewards_per_func.device).unsqueeze(0)
+        rewards = torch.nan_to_num((rewards_per_func * weights).nansum(dim=1), nan=0.0)
+        if cfg.algorithm == "reinforce_pp_baseline":
+            # Groups can span processes, so subtract the group means before slicing.
+            rewards = subtract_group_mean(rewards, self.num_generations)
+        local_count = output["completion_ids"].size(0)
+        start = self.accelerator.process_index * local_count
+        local_rewards = rewards[start : start + local_count].to(output["completion_ids"].device)
+        mask = output["completion_mask"]
+        if "tool_mask" in output:
+            mask = mask * output["tool_mask"]
+        logps = ref_logps = None
+        kl_coef = cfg.kl_coef if cfg.puts_kl_in_reward else 0.0
+        if kl_coef > 0.0:
+            logps = output.get("old_per_token_logps")
+            if logps is None:
+                logps = self._sampling_policy_logps(output)
+                output["old_per_token_logps"] = logps  # the ratio's denominator: the sampling policy
+            ref_logps = output["ref_per_token_logps"]
+            kl = approx_kl(logps, ref_logps, cfg.kl_estimator)
+            totals = self.accelerator.reduce(torch.stack([(kl * mask).sum(), mask.sum().float()]), reduction="sum")
+            self._metrics["train"]["kl"].append((totals[0] / totals[1].clamp(min=1.0)).item())
+        return reinforce_pp_advantages(
+            local_rewards,
+            mask,
+            logps,
+            ref_logps,
+            kl_coef=kl_coef,
+            kl_estimator=cfg.kl_estimator,
+            gamma=cfg.gamma,
+            sum_across_processes=lambda tensor: self.accelerator.reduce(tensor, reduction="sum"),
+        )
+
+    @torch.no_grad()
+    def _sampling_policy_logps(self, output: dict) -> torch.Tensor:
+        input_ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
+        attention_mask = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
+        with disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs):
+            logps, _, _ = self._get_per_token_logps_and_entropies(
+                self.model,
+                input_ids,
+                attention_mask,
+                output["completion_ids"].size(1),
+                batch_size=self.args.per_device_train_batch_size,
+            )
+        return logps
+
+    def _compute_loss(self, model, inputs):
+        # REINFORCE++ with the KL in the reward has no KL term in the loss. TRL adds beta * KL to the
+        # loss whenever beta != 0, and beta must stay non-zero for TRL to build the reference model.
+        if self.train_config.algorithm == "grpo" or not self.train_config.puts_kl_in_reward:
+            return super()._compute_loss(model, inputs)
+        beta, self.beta = self.beta, 0.0
+        try:
+            return super()._compute_loss(model, inputs)
+        finally:
+            self.beta = beta
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def _get_output_dir(self, trial) -> str:
+        if self._checkpoint_staging is not None:
+            return str(self._checkpoint_staging)
+        return super()._get_output_dir(trial)
+
+    def _save_checkpoint(self, model, trial) -> None:
+        """Write checkpoint-N under a temporary folder and rename it into place (all or nothing)."""
+        final_root = Path(self.args.output_dir)
+        staging_root = final_root / ("staging" + PARTIAL_SUFFIX)
+        if self.accelerator.is_main_process:
+            shutil.rmtree(staging_root, ignore_errors=True)
+        self.accelerator.wait_for_everyone()
+        self._checkpoint_staging = staging_root
+        try:
+            super()._save_checkpoint(model, trial)
+        finally:
+            self._checkpoint_staging = None
+        self.accelerator.wait_for_everyone()
+        if self.accelerator.is_main_process:
+            name = f"checkpoint-{self.state.global_step}"
+            publish_folder(staging_root / name, final_root / name)
+            shutil.rmtree(staging_root, ignore_errors=True)
+            keep_latest_checkpoints(self.run_dir, keep=1)
+        self.accelerator.wait_for_everyone()
+
+
+def cut_completion(ids: list[int], eos_ids: set[int], tokenizer: Any, stop: str) -> list[int]:
+    """Keep a generated row up to its first EOS (included) or the end of ``stop``, whichever is first.
+
+    ``model.generate`` pads finished rows; the padding is never part of the completion. The
+    shortest prefix whose text contains ``stop`` is found by bisection (containment only grows
+    with the prefix), so this costs a handful of decodes per row.
+    """
+    end = len(ids)
+    for index, token in enumerate(ids):
+        if token in eos_ids:
+            end = index + 1
+            break
+    ids = ids[:end]
+    if stop not in tokenizer.decode(ids, skip_special_tokens=False):
+        return ids
+    low, high = 1, len(ids)
+    while low < high:
+        middle = (low + high) // 2
+        if stop in tokenizer.decode(ids[:middle], skip_special_tokens=False):
+            high = middle
+        else:
+            low = middle + 1
+    return ids[:low]
+

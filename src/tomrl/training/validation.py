@@ -1,0 +1,246 @@
+"""Validation during training: answer held-out questions with the live policy, score, split by order.
+
+The answers are generated with ``model.generate`` (greedy by default), stopped right after
+``</answer>``, and scored by the shared checker (:func:`tomrl.rewards.answer.check_answer`), so
+"correct" means the same here as in ``tomrl eval``. Every accuracy carries its 95 % Wilson
+interval and n.
+
+    result = validate(model, tokenizer, examples, prompts, settings, prefill="<think>")
+    result.accuracy.format()            # "41.7 % [33.2, 50.7] (n=120)"
+    result.by_order[2].format()
+
+Sampling inside :func:`validate` runs under a forked RNG, so validating (or not) never changes
+the random numbers the training run draws afterwards — a resumed run stays identical.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from tomrl.rewards.answer import check_answer
+from tomrl.schema import Example
+from tomrl.stats import Accuracy, accuracy
+
+STOP = "</answer>"
+
+
+@dataclass
+class ValidationResult:
+    accuracy: Accuracy
+    by_order: dict[int | None, Accuracy]
+    format_rate: float
+    mean_completion_tokens: float
+    seconds: float
+    scheme: str
+    rows: list[dict] = field(default_factory=list)  # per example: id, order, completion, extracted, correct
+
+    def to_dict(self) -> dict:
+        return {
+            "accuracy": self.accuracy.to_dict(),
+            "by_order": {str(k): v.to_dict() for k, v in self.by_order.items()},
+            "format_rate": self.format_rate,
+            "mean_completion_tokens": self.mean_completion_tokens,
+            "seconds": self.seconds,
+            "scheme": self.scheme,
+        }
+
+    def summary(self) -> str:
+        orders = ", ".join(f"order {k}: {100 * v.value:.1f} % (n={v.n})" for k, v in sorted(self.by_order.items(), key=_order_key))
+        return f"accuracy {self.accuracy.format()}; {orders}; format {100 * self.format_rate:.1f} %"
+
+
+def _order_key(item):
+    return -1 if item[0] is None else item[0]
+
+
+def generate_completions(
+    model: Any,
+    tokenizer: Any,
+    prompts: Sequence[str],
+    max_new_tokens: int,
+    temperature: float = 0.0,
+    top_p: float = 1.0,
+    batch_size: int = 16,
+    seed: int = 0,
+    progress: Any = None,
+    fast_dtype: Any = None,
+) -> list[tuple[str, int]]:
+    """``(text, generated_tokens)`` per prompt, in prompt order; each ends after ``</answer>`` or EOS.
+
+    Llama/Qwen models use the evaluation engine's continuous-batching decoder
+    (:class:`tomrl.evaluation.hf.SlotGenerator`, what ``tomrl eval`` runs, several times faster than
+    ``model.generate`` on a CPU), on a copy of the weights in ``fast_dtype`` when given (bf16 on
+    CPUs that compute it natively); other architectures use ``model.generate``.
+    """
+    import torch
+
+    from tomrl.evaluation.hf import slot_path_supported
+
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    try:
+        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []), torch.inference_mode():
+            torch.manual_seed(seed)
+            if slot_path_supported(model):
+                return _generate_with_slots(model, tokenizer, prompts, max_new_tokens, temperature, top_p, batch_size, seed, progress, fast_dtype)
+            return _generate_with_transformers(model, tokenizer, prompts, max_new_tokens, temperature, top_p, batch_size, progress)
+    finally:
+        if was_training:
+            model.train()
+
+
+def _generate_with_slots(model, tokenizer, prompts, max_new_tokens, temperature, top_p, batch_size, seed, progress, fast_dtype):
+    import copy
+
+    from tomrl.evaluation.engines import Sampling
+    from tomrl.evaluation.hf import SlotGenerator, SlotModel, _eos_ids
+
+    source = model
+    if fast_dtype is not None and next(model.parameters()).dtype != fast_dtype:
+        source = copy.deepcopy(model).to(fast_dtype)
+    sampling = Sampling(temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, stop=(STOP,), seed=seed)
+    generator = SlotGenerator(SlotModel(source), tokenizer, _eos_ids(model, tokenizer), batch_size)
+    token_lists = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
+    results: list[tuple[str, int] | None] = [None] * len(prompts)
+    for done in generator.run(token_lists, sampling):
+        results[done.index] = (done.text, done.tokens)
+        if progress is not None:
+            progress(1)
+    return [r for r in results if r is not None]
+
+
+def _generate_with_transformers(model, tokenizer, prompts, max_new_tokens, temperature, top_p, batch_size, progress):
+    import torch
+
+    from tomrl.training.trainer import cut_completion
+
+    device = next(model.parameters()).device
+    eos_ids = _eos_ids(model, tokenizer)
+    token_lists = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
+    order = sorted(range(len(prompts)), key=lambda i: -len(token_lists[i]))  # similar lengths per batch
+    results: list[tuple[str, int] | None] = [None] * len(prompts)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    sampling = {"do_sample": True, "temperature": temperature, "top_p": top_p} if temperature > 0 else {"do_sample": False}
+    for start in range(0, len(order), batch_size):
+        batch = order[start : start + batch_size]
+        width = max(len(token_lists[i]) for i in batch)
+        input_ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
+        attention_mask = torch.zeros((len(batch), width), dtype=torch.long)
+        for row, index in enumerate(batch):
+            ids = token_lists[index]
+            input_ids[row, width - len(ids) :] = torch.tensor(ids)
+            attention_mask[row, width - len(ids) :] = 1
+        output = model.generate(
+            input_ids=input_ids.to(device),
+            attention_mask=attention_mask.to(device),
+            max_new_tokens=max_new_tokens,
+            pad_token_id=pad_id,
+            eos_token_id=sorted(eos_ids),
+            stop_strings=[STOP],
+            tokenizer=tokenizer,
+            top_k=None,
+            **sampling,
+        )
+        for row, index in enumerate(batch):
+            ids = cut_completion(output[row, width:].tolist(), eos_ids, tokenizer, STOP)
+            results[index] = (tokenizer.decode(ids, skip_special_tokens=True), len(ids))
+        if progress is not None:
+            progress(len(batch))
+    return [r for r in results if r is not None]
+
+
+def score_completions(
+    examples: Sequence[Example], completions: Sequence[tuple[str, int]], scheme: str, prefill: str
+) -> ValidationResult:
+    """Accuracy overall and per order, format rate and per-example rows."""
+    rows = []
+    for example, (text, tokens) in zip(examples, completions):
+        check = check_answer(text, example.answer, scheme, prefill=prefill)
+        rows.append(
+            {
+                "id": example.id,
+                "order": example.order,
+                "answer": example.answer,
+                "completion": text,
+                "completion_tokens": tokens,
+                "extracted": check.extracted,
+                "format_ok": check.format_ok,
+                "correct": check.correct,
+            }
+        )
+    by_order: dict[int | None, list[bool]] = {}
+    for row in rows:
+        by_order.setdefault(row["order"], []).append(row["correct"])
+    n = max(len(rows), 1)
+    return ValidationResult(
+        accuracy=accuracy([r["correct"] for r in rows]),
+        by_order={order: accuracy(values) for order, values in by_order.items()},
+        format_rate=sum(r["format_ok"] for r in rows) / n,
+        mean_completion_tokens=sum(r["completion_tokens"] for r in rows) / n,
+        seconds=0.0,
+        scheme=scheme,
+        rows=rows,
+    )
+
+
+def validate(
+    model: Any,
+    tokenizer: Any,
+    examples: Sequence[Example],
+    prompts: Sequence[str],
+    settings: Any,
+    prefill: str,
+    seed: int = 0,
+    progress: Any = None,
+    fast_dtype: Any = None,
+) -> ValidationResult:
+    """Generate and score answers to ``examples`` (``settings``: TrainConfig.eval)."""
+    started = time.perf_counter()
+    completions = generate_completions(
+        model,
+        tokenizer,
+        prompts,
+        max_new_tokens=settings.max_new_tokens,
+        temperature=settings.temperature,
+        top_p=settings.top_p,
+        batch_size=settings.batch_size,
+        seed=seed,
+        progress=progress,
+        fast_dtype=fast_dtype,
+    )
+    result = score_completions(examples, completions, settings.scheme, prefill)
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def _eos_ids(model: Any, tokenizer: Any) -> set[int]:
+    ids = {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
+    configured = getattr(model.generation_config, "eos_token_id", None)
+    if isinstance(configured, int):
+        ids.add(configured)
+    elif configured:
+        ids.update(configured)
+    return ids
+
+
+def validate_saved_model(model_path: str, examples: Sequence[Example], cfg: Any) -> ValidationResult:
+    """Validate a saved model (e.g. the base model before a warm start) like the training callback does."""
+    from tomrl.models import load_model, load_tokenizer
+    from tomrl.prompts import default_prefill, render_prompt
+
+    tokenizer = load_tokenizer(model_path)
+    model = load_model(model_path, dtype="float32")
+    prefill = default_prefill(cfg.prompt_style) if cfg.prefill is None else cfg.prefill
+    examples = list(examples)[: cfg.eval.max_examples] if cfg.eval.max_examples is not None else list(examples)
+    prompts = [render_prompt(e, tokenizer, cfg.prompt_style, prefill) for e in examples]
+    return validate(model, tokenizer, examples, prompts, cfg.eval, prefill, seed=cfg.seed, fast_dtype=generation_dtype(cfg.precision))
+
+
+def generation_dtype(precision: str):
+    """The dtype validation decodes in: bf16/fp16 when training in it, else the model's own."""
+    import torch
+
+    return {"bfloat16": torch.bfloat16, "float16": torch.float16}.get(precision)
