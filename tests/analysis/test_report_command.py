@@ -23,7 +23,7 @@ def by_name(out, name):
 
 @pytest.fixture(scope="module")
 def collapsed_run(tmp_path_factory):
-    from conftest import collapsing, write_training_run
+    from analysis_run_folders import collapsing, write_training_run
 
     root = tmp_path_factory.mktemp("collapse")
     write_training_run(
@@ -52,7 +52,7 @@ def test_report_on_a_collapsing_diverging_run(collapsed_run, tmp_path):
 
 
 def test_report_on_a_healthy_run_fires_nothing(tmp_path):
-    from conftest import write_training_run
+    from analysis_run_folders import write_training_run
 
     write_training_run(
         tmp_path / "runs" / "rl-7b-like",
@@ -69,7 +69,7 @@ def test_report_on_a_healthy_run_fires_nothing(tmp_path):
 
 
 def test_shorter_but_still_reasoning_is_not_collapse(tmp_path):
-    from conftest import collapsing, write_training_run
+    from analysis_run_folders import collapsing, write_training_run
 
     write_training_run(tmp_path / "run", length=collapsing, reward=lambda s: -2.0 + s / 30, belief_share=lambda s: 0.85)
     out = tmp_path / "report"
@@ -82,7 +82,7 @@ def test_shorter_but_still_reasoning_is_not_collapse(tmp_path):
 def before_after(tmp_path_factory):
     """A base model and an RL model trained on Hi-ToM orders 0-3: inverted difficulty after training,
     a drop on a task outside the mixture, and Paper A's columns."""
-    from conftest import write_evaluation, write_training_run
+    from analysis_run_folders import write_evaluation, write_training_run
 
     root = tmp_path_factory.mktemp("before_after")
     run = write_training_run(root / "rl-hitom")
@@ -115,7 +115,7 @@ def test_before_after_report(before_after, tmp_path):
 
 
 def test_report_without_trained_model_has_no_transfer_section(tmp_path):
-    from conftest import write_evaluation
+    from analysis_run_folders import write_evaluation
 
     write_evaluation(tmp_path / "eval", "smollm2-135m", {"hitom600": {0: 0.5, 1: 0.5}}, heldout_n=20)
     written = write_report(load_runs([tmp_path]), tmp_path / "out", default_options())
@@ -140,7 +140,7 @@ def test_user_errors_exit_2_with_the_file_named(tmp_path, capsys):
 
 
 def test_shortcut_comparison_finds_a_model_that_answers_the_last_container(tmp_path):
-    from conftest import write_evaluation, write_training_run
+    from analysis_run_folders import write_evaluation, write_training_run
 
     from tomrl.audit.heuristics import HEURISTICS
     from tomrl.rewards.answer import answers_match
@@ -175,7 +175,7 @@ def test_shortcut_comparison_finds_a_model_that_answers_the_last_container(tmp_p
 
 
 def test_transfer_is_not_measured_against_another_models_evaluation(tmp_path):
-    from conftest import write_evaluation, write_training_run
+    from analysis_run_folders import write_evaluation, write_training_run
 
     run = write_training_run(tmp_path / "rl", steps=range(0, 20, 2), validation_steps=(0, 18))  # base: smollm2-135m
     write_evaluation(tmp_path / "other-base", "Qwen/Qwen2.5-0.5B-Instruct", {"tomi": {0: 0.9}}, heldout_n=20)

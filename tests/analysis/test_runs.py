@@ -65,7 +65,7 @@ def test_bad_results_json_names_file_and_field(tmp_path):
 
 
 def test_validation_answers_must_match_the_validation_data(tmp_path):
-    from conftest import write_training_run
+    from analysis_run_folders import write_training_run
 
     run = write_training_run(tmp_path / "rl", steps=range(0, 20, 2), validation_steps=(0, 18))
     with open(run / "validation_samples.jsonl", "a") as handle:
@@ -75,7 +75,7 @@ def test_validation_answers_must_match_the_validation_data(tmp_path):
 
 
 def test_torn_last_line_of_a_running_log_is_skipped(tmp_path):
-    from conftest import write_training_run
+    from analysis_run_folders import write_training_run
 
     run = write_training_run(tmp_path / "rl", steps=range(0, 20, 2), validation_steps=(0, 18))
     with open(run / "metrics.jsonl", "a") as handle:

@@ -89,3 +89,16 @@ def test_select_spreads_over_orders_and_extends():
     assert Counter(e.order for e in bigger)[2] == 5  # a small order is taken whole
     assert select(examples, 12, seed=1) != picked
     assert select(examples, None, seed=0) == examples and select(examples, 1000, seed=0) == examples
+
+
+def test_vllm_engine_reports_missing_package_and_maps_reasons():
+    import importlib.util
+
+    from tomrl.evaluation.vllm_engine import VLLMEngine, finish_reason
+
+    assert finish_reason("length", None) == "length"
+    assert finish_reason("stop", "</answer>") == "stop"
+    assert finish_reason("stop", None) == "eos" and finish_reason("stop", 2) == "eos"
+    if importlib.util.find_spec("vllm") is None:
+        with pytest.raises(RuntimeError, match="pip install vllm"):
+            VLLMEngine("smollm2-135m")

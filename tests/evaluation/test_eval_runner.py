@@ -183,6 +183,9 @@ def test_resume_with_other_settings_is_refused(tiny_llama, tmp_path):
     # A larger limit extends the same run: the two finished answers are reused.
     outcome = run_eval(_hf_config(tiny_llama, out, benchmarks=["tomrl-hitom-order1"], limit=3), log=lambda m: None)
     assert outcome.reused == 2 and outcome.generated == 1
+    # Nothing left to do: no model is loaded, and the results still name the engine that answered.
+    again = run_eval(_hf_config(tiny_llama, out, benchmarks=["tomrl-hitom-order1"], limit=3), log=lambda m: None)
+    assert again.generated == 0 and again.results["engine"]["path"] == "slots"
 
 
 def test_default_out_dir_follows_generation_settings():

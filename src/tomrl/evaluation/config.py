@@ -92,6 +92,11 @@ class EvalConfig:
         "auto", help="hf engine weights and compute: auto = bf16 where the device runs it natively, else float32"
     )
     device: str | None = setting(None, help="hf engine device: cpu, cuda, cuda:1 …; null = cuda if available, else cpu")
+    threads: int | None = setting(
+        None,
+        help="hf engine CPU threads (torch.set_num_threads); null = torch's default (one per core). On a machine "
+        "busy with other jobs, 1 is often much faster: torch's threads otherwise wait on each other at every step",
+    )
     hf_mode: Literal["auto", "slots", "generate"] = setting(
         "auto",
         help="hf engine path: slots (tomrl's continuous-batching decoder for Llama/Qwen2/Qwen3), generate "
@@ -128,6 +133,8 @@ class EvalConfig:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
         if self.max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+        if self.threads is not None and self.threads < 1:
+            raise ValueError(f"threads must be >= 1 or null, got {self.threads}")
         if self.batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
         if self.heldout_n < 1:

@@ -107,6 +107,7 @@ def make_engine(cfg) -> "Engine":
             batch_size=cfg.batch_size,
             mode=cfg.hf_mode,
             trust_remote_code=cfg.trust_remote_code,
+            threads=cfg.threads,
         )
     if cfg.engine == "vllm":
         from tomrl.evaluation.vllm_engine import VLLMEngine

@@ -69,14 +69,22 @@ def summarize_benchmark(
 
 
 def throughput(segments: Sequence[dict]) -> dict[str, Any]:
-    """Generated tokens per second over timing segments ``{"tokens", "seconds", "completions"}``."""
+    """Speed over timing segments ``{"tokens", "prompt_tokens", "seconds", "completions"}``.
+
+    ``tokens_per_s`` counts generated tokens only (prefill time included in the seconds);
+    ``prompt_tokens_per_s`` counts the prompts' tokens over the same time, which dominates for
+    long stories with short answers.
+    """
     tokens = sum(s["tokens"] for s in segments)
+    prompt_tokens = sum(s.get("prompt_tokens", 0) for s in segments)
     seconds = sum(s["seconds"] for s in segments)
     return {
         "generated_tokens": tokens,
+        "prompt_tokens": prompt_tokens,
         "generation_seconds": round(seconds, 3),
         "completions_timed": sum(s["completions"] for s in segments),
         "tokens_per_s": round(tokens / seconds, 2) if seconds > 0 else None,
+        "prompt_tokens_per_s": round(prompt_tokens / seconds, 2) if seconds > 0 else None,
     }
 
 

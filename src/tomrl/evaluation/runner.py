@@ -13,10 +13,11 @@ A run folder holds:
   finishes: benchmark, id, order, question_type, gold, prompt, output (the raw completion),
   tokens, finish_reason, and both schemes' checks (``extracted``/``correct``/``format_ok``/
   ``reason`` for strict, the same with ``paper_`` for Paper A's rule).
-- ``timing.jsonl``: generation time and tokens per stretch of work (for tokens_per_s).
+- ``timing.jsonl``: generation time, generated and prompt tokens per stretch of work.
 - ``results.json`` (atomic): per benchmark, overall and per order / question type / …: n,
-  accuracy with a 95 % interval and format-failure rate under both schemes, mean response length,
-  tokens_per_s; plus model, engine, seed, sampling and the full config.
+  accuracy with a 95 % interval and format-failure rate under both schemes, mean response length;
+  the run's tokens_per_s (all benchmarks are generated together, as one stream, so the engine's
+  batch stays full across them); model, engine, seed, sampling and the full config.
 - ``table.md``: Paper A's Table 1 layout and a per-benchmark, per-order breakdown.
 
 Resuming: started again with the same folder (the default folder is derived from the model and
@@ -27,11 +28,11 @@ API calls that failed after their retries are not recorded, so they are retried.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import re
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -138,7 +139,16 @@ class _RunFolder:
             created = card.get("created")
         else:
             created = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-        atomic_write_json(self.card, {"generation": settings, "benchmark_versions": versions, "created": created})
+        card = json.loads(self.card.read_text(encoding="utf-8")) if self.card.exists() else {}
+        atomic_write_json(self.card, {**card, "generation": settings, "benchmark_versions": versions, "created": created})
+
+    def engine_description(self, current: dict | None) -> dict | None:
+        """The engine that made the answers: ``current`` (recorded in run.json), else the recorded one."""
+        card = json.loads(self.card.read_text(encoding="utf-8")) if self.card.exists() else {}
+        if current is None:
+            return card.get("engine")
+        atomic_write_json(self.card, {**card, "engine": current})
+        return current
 
     def finished(self) -> dict[tuple[str, str], dict]:
         """Rows already in samples.jsonl by (benchmark, id); a torn last line is ignored."""
@@ -177,77 +187,80 @@ def run_eval(cfg: EvalConfig, log: Callable[[str], None] = print, engine=None) -
     folder.check_and_record(cfg, [b for b, _ in plans])
     done = folder.finished()
 
-    # 2. Generate what is missing, appending each answer as it finishes.
+    # 2. Generate what is missing, all benchmarks in one stream (the engine keeps its batch full
+    #    across benchmarks instead of draining it at the end of each), appending each answer as
+    #    it finishes.
     selections: dict[str, list[Example]] = {}
+    todo: list[tuple[Benchmark, Example]] = []
+    for benchmark, examples in plans:
+        selected = select(examples, cfg.limit, cfg.seed)
+        selections[benchmark.name] = selected
+        missing = [e for e in selected if (benchmark.name, e.id) not in done]
+        outcome.reused += len(selected) - len(missing)
+        todo += [(benchmark, e) for e in missing]
+        log(f"{benchmark.name}: {len(selected)} of {len(examples)} questions, {len(selected) - len(missing)} already answered")
     engine_description = None
     try:
-        with JsonlAppender(folder.samples) as samples, JsonlAppender(folder.timing) as timing:
-            for benchmark, examples in plans:
-                selected = select(examples, cfg.limit, cfg.seed)
-                selections[benchmark.name] = selected
-                todo = [e for e in selected if (benchmark.name, e.id) not in done]
-                outcome.reused += len(selected) - len(todo)
-                log(f"{benchmark.name}: {len(selected)} of {len(examples)} questions, {len(selected) - len(todo)} already answered")
-                if not todo:
-                    continue
-                if engine is None:
-                    from tomrl.evaluation.engines import make_engine
+        if todo:
+            if engine is None:
+                from tomrl.evaluation.engines import make_engine
 
-                    log(f"loading {cfg.model} ({cfg.engine} engine) …")
-                    engine = make_engine(cfg)
-                engine_description = engine.describe()
-                _generate(benchmark, todo, cfg, engine, sampling, samples, timing, done, outcome, log)
+                log(f"loading {cfg.model} ({cfg.engine} engine) …")
+                engine = make_engine(cfg)
+            engine_description = engine.describe()
+            with JsonlAppender(folder.samples) as samples, JsonlAppender(folder.timing) as timing:
+                _generate(todo, cfg, engine, sampling, samples, timing, done, outcome, log)
     finally:
         # Also on Ctrl-C: summarise what is recorded so far.
-        if engine is not None and engine_description is None:
-            engine_description = engine.describe()
         outcome.results = write_results(cfg, folder, plans, selections, done, outcome, engine_description)
     return outcome
 
 
-def _generate(benchmark, todo, cfg, engine, sampling, samples, timing, done, outcome, log) -> None:
-    style = style_for(benchmark, cfg.prompt_style)
-    # A chat API cannot continue a prefilled assistant turn: its answers are scored without one.
-    prefill = prefill_for(style) if engine.prompt_kind == "text" else ""
-    prompts: list[Any] = []
-    for example in todo:
-        messages = messages_for(benchmark, example, style)
-        if engine.prompt_kind == "text":
-            from tomrl.prompts import render_messages
+def _generate(todo: list[tuple[Benchmark, Example]], cfg, engine, sampling, samples, timing, done, outcome, log) -> None:
+    from tomrl.prompts import render_messages
 
-            prompts.append(render_messages(messages, engine.tokenizer) + prefill)
-        else:
-            prompts.append(messages)
+    prompts: list[Any] = []
+    styles: list[tuple[str, str]] = []
+    for benchmark, example in todo:
+        style = style_for(benchmark, cfg.prompt_style)
+        # A chat API cannot continue a prefilled assistant turn: its answers are scored without one.
+        prefill = prefill_for(style) if engine.prompt_kind == "text" else ""
+        messages = messages_for(benchmark, example, style)
+        prompts.append(render_messages(messages, engine.tokenizer) + prefill if engine.prompt_kind == "text" else messages)
+        styles.append((style, prefill))
+    log(f"generating {len(todo)} answers …")
     started = segment_start = time.perf_counter()
-    segment_tokens = segment_count = finished = 0
+    segment: Counter = Counter()
+    finished = 0
     for completion in engine.generate(prompts, sampling):
-        example = todo[completion.index]
+        benchmark, example = todo[completion.index]
         if completion.finish_reason == "error":
             outcome.errors.append(f"{benchmark.name}/{example.id}: {completion.error}")
             continue
+        style, prefill = styles[completion.index]
         row = _sample_row(benchmark, example, style, prefill, prompts[completion.index], completion)
         samples.write(row)
         done[(benchmark.name, example.id)] = row
         outcome.generated += 1
         finished += 1
-        segment_tokens += completion.tokens
-        segment_count += 1
+        segment.update(completions=1, tokens=completion.tokens, prompt_tokens=completion.prompt_tokens)
         now = time.perf_counter()
         if now - segment_start >= TIMING_EVERY_S:
-            timing.write({"benchmark": benchmark.name, "completions": segment_count, "tokens": segment_tokens, "seconds": now - segment_start})
-            log(f"  {benchmark.name}: {finished}/{len(todo)} answered, {segment_tokens / (now - segment_start):.0f} tokens/s")
-            segment_start, segment_tokens, segment_count = now, 0, 0
+            timing.write({**segment, "seconds": round(now - segment_start, 3)})
+            log(f"  {finished}/{len(todo)} answered after {now - started:.0f} s")
+            segment_start, segment = now, Counter()
     now = time.perf_counter()
-    if segment_count:
-        timing.write({"benchmark": benchmark.name, "completions": segment_count, "tokens": segment_tokens, "seconds": now - segment_start})
-    log(f"  {benchmark.name}: {finished}/{len(todo)} answered in {now - started:.1f} s")
+    if segment:
+        timing.write({**segment, "seconds": round(now - segment_start, 3)})
+    log(f"  {finished}/{len(todo)} answered in {now - started:.1f} s")
 
 
 def write_results(cfg, folder: _RunFolder, plans, selections, done, outcome: EvalOutcome, engine_description) -> dict[str, Any]:
     """Summarise the recorded samples of the selected questions into results.json and table.md."""
     from tomrl.evaluation.table import markdown_table, paper_row_for, summary_markdown
 
-    segments = folder.timing_segments()
+    speed = throughput(folder.timing_segments())
+    engine_description = folder.engine_description(engine_description)
     benchmarks: dict[str, Any] = {}
     for benchmark, examples in plans:
         selected = selections.get(benchmark.name) or select(examples, cfg.limit, cfg.seed)
@@ -265,7 +278,10 @@ def write_results(cfg, folder: _RunFolder, plans, selections, done, outcome: Eva
             "complete": len(rows) == len(selected),
         }
         entry.update(summarize_benchmark(rows, benchmark.group_by, cfg.interval, cfg.bootstrap_resamples, cfg.seed))
-        entry.update(throughput([s for s in segments if s["benchmark"] == benchmark.name]))
+        entry["generated_tokens"] = sum(r["tokens"] for r in rows)
+        entry["prompt_tokens"] = sum(r["prompt_tokens"] for r in rows)
+        # All benchmarks of a run are generated as one stream: speed is the run's.
+        entry["tokens_per_s"] = speed["tokens_per_s"]
         benchmarks[benchmark.name] = entry
     results = {
         "model": cfg.model,
@@ -279,6 +295,7 @@ def write_results(cfg, folder: _RunFolder, plans, selections, done, outcome: Eva
         },
         "interval": "95 % " + ("Wilson score" if cfg.interval == "wilson" else f"percentile bootstrap ({cfg.bootstrap_resamples} resamples, seed {cfg.seed})"),
         "paper_row": paper_row_for(cfg.model, cfg.paper_row),
+        "throughput": {**speed, "scope": "the whole run folder: all benchmarks, generated together, over every resumed session"},
         "benchmarks": benchmarks,
         "skipped": outcome.skipped,
         "failed_prompts": len(outcome.errors),
@@ -288,7 +305,3 @@ def write_results(cfg, folder: _RunFolder, plans, selections, done, outcome: Eva
     atomic_write_json(folder.out_dir / "results.json", results)
     atomic_write_text(folder.out_dir / "table.md", markdown_table([results]) + "\n" + summary_markdown(results))
     return results
-
-
-def replace_config(cfg: EvalConfig, **changes: Any) -> EvalConfig:
-    return dataclasses.replace(cfg, **changes)

@@ -59,19 +59,52 @@ class TomrlGRPOTrainer(GRPOTrainer):
         return super()._tokenize_prompts(prompts)
 
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
-        if not self.train_config.stop_at_answer or self.use_vllm or self.use_transformers_continuous_batching or images:
+        own_path = self.train_config.stop_at_answer or self._cpu_bf16_rollouts
+        if not own_path or self.use_vllm or self.use_transformers_continuous_batching or images:
             return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations, has_tool_images)
-        return self._generate_until_answer(prompt_ids), None
+        return self._generate_rollouts(prompt_ids), None
+
+    @property
+    def _cpu_bf16_rollouts(self) -> bool:
+        # Under bf16 autocast a CPU casts every fp32 weight matrix to bf16 at every decoding step,
+        # which costs more than the matmul itself for one token; decoding with a bf16 copy of the
+        # weights avoids it (the copy is refreshed after each optimizer step).
+        return self.train_config.precision == "bfloat16" and self.accelerator.device.type == "cpu"
+
+    def _rollout_model(self, unwrapped_model):
+        """The model rollouts are sampled from: the policy, or its bf16 copy (see _cpu_bf16_rollouts)."""
+        from accelerate.utils import is_peft_model
+
+        if not self._cpu_bf16_rollouts or is_peft_model(unwrapped_model):
+            return unwrapped_model
+        if getattr(self, "_bf16_shadow", None) is None:
+            from transformers import AutoModelForCausalLM
+
+            self._bf16_shadow = AutoModelForCausalLM.from_config(unwrapped_model.config, dtype=torch.bfloat16).eval()
+            self._bf16_shadow.generation_config = unwrapped_model.generation_config
+            self._bf16_shadow_step = None
+        if self._bf16_shadow_step != self.state.global_step:
+            # A fresh copy of the current weights (load_state_dict casts them to bf16).
+            self._bf16_shadow.load_state_dict(unwrapped_model.state_dict())
+            self._bf16_shadow_step = self.state.global_step
+        return self._bf16_shadow
 
     @torch.no_grad()
-    def _generate_until_answer(self, prompt_ids: list[list[int]]) -> list[list[int]]:
-        """``model.generate`` that ends each rollout after ``</answer>`` (or EOS, or the budget)."""
+    def _generate_rollouts(self, prompt_ids: list[list[int]]) -> list[list[int]]:
+        """``model.generate`` rollouts, ended after ``</answer>`` when ``stop_at_answer`` (else EOS or the budget)."""
         from trl.trainer.utils import pad
 
         device = self.accelerator.device
         tensors = [torch.tensor(ids) for ids in prompt_ids]
         input_ids = pad(tensors, padding_value=self._tokenizer.pad_token_id, padding_side="left").to(device)
         attention_mask = pad([torch.ones_like(t) for t in tensors], padding_value=0, padding_side="left").to(device)
+        generation_config, extra = self.generation_config, {}
+        if self.train_config.stop_at_answer:
+            import copy
+
+            generation_config = copy.deepcopy(self.generation_config)
+            generation_config.stop_strings = [ANSWER_STOP]
+            extra = {"tokenizer": self._tokenizer}  # generate needs it to match stop strings
         with unwrap_model_for_generation(
             self.model_wrapped,
             self.accelerator,
@@ -79,15 +112,11 @@ class TomrlGRPOTrainer(GRPOTrainer):
             generation_kwargs=self.generation_kwargs,
             gradient_checkpointing_kwargs=self.args.gradient_checkpointing_kwargs,
         ) as unwrapped_model:
-            output = unwrapped_model.generate(
-                input_ids=input_ids,
-                attention_mask=attention_mask,
-                generation_config=self.generation_config,
-                stop_strings=[ANSWER_STOP],
-                tokenizer=self._tokenizer,
-            )
+            model = self._rollout_model(unwrapped_model)
+            output = model.generate(input_ids=input_ids, attention_mask=attention_mask, generation_config=generation_config, **extra)
         completions = output[:, input_ids.size(1) :].tolist()
-        return [cut_completion(ids, set(self.eos_token_ids), self._tokenizer, ANSWER_STOP) for ids in completions]
+        stop_text = ANSWER_STOP if self.train_config.stop_at_answer else None
+        return [cut_completion(ids, set(self.eos_token_ids), self._tokenizer, stop_text) for ids in completions]
 
     # ------------------------------------------------------------------ rewards and metrics
 
@@ -239,7 +268,7 @@ class TomrlGRPOTrainer(GRPOTrainer):
         self.accelerator.wait_for_everyone()
 
 
-def cut_completion(ids: list[int], eos_ids: set[int], tokenizer: Any, stop: str) -> list[int]:
+def cut_completion(ids: list[int], eos_ids: set[int], tokenizer: Any, stop: str | None) -> list[int]:
     """Keep a generated row up to its first EOS (included) or the end of ``stop``, whichever is first.
 
     ``model.generate`` pads finished rows; the padding is never part of the completion. The
@@ -252,7 +281,7 @@ def cut_completion(ids: list[int], eos_ids: set[int], tokenizer: Any, stop: str)
             end = index + 1
             break
     ids = ids[:end]
-    if stop not in tokenizer.decode(ids, skip_special_tokens=False):
+    if stop is None or stop not in tokenizer.decode(ids, skip_special_tokens=False):
         return ids
     low, high = 1, len(ids)
     while low < high:
