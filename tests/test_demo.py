@@ -30,3 +30,14 @@ def test_quick_demo_runs_every_stage_and_writes_the_report(tmp_path, shared_data
     again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "training already finished" in again.stdout
+
+
+def test_benchmarks_without_data_are_skipped_with_a_note(tmp_path, monkeypatch, capsys):
+    from rich.console import Console
+
+    from tomrl.demo import available_benchmarks
+
+    monkeypatch.setenv("TOMRL_DATA", str(tmp_path))  # an empty data folder
+    console = Console(file=None)
+    assert available_benchmarks(["hitom600", "tomrl-hitom-order1"], console) == ["tomrl-hitom-order1"]
+    assert "skipping hitom600" in capsys.readouterr().out

@@ -45,7 +45,8 @@ class DemoConfig:
     train_overrides: list[str] = setting(default_factory=list, help="key=value overrides applied to the training config")
     eval_benchmarks: list[str] = setting(
         default_factory=lambda: ["hitom600"],
-        help="tomrl eval benchmarks run before and after training (the held-out validation by order is always reported)",
+        help="tomrl eval benchmarks run before and after training; those whose data is not on this machine are "
+        "skipped with a note (the held-out validation by order is always reported)",
     )
     eval_limit: int = setting(30, help="questions per evaluation benchmark (spread over orders, seeded)")
     eval_max_new_tokens: int = setting(160, help="token budget of each evaluation answer")
@@ -135,7 +136,8 @@ def run(args: argparse.Namespace) -> int:
     from tomrl.analysis.report import default_options, write_report
     from tomrl.analysis.runs import load_runs
 
-    written = write_report(load_runs([train_dir, base_eval, trained_eval]), out / "report", default_options())
+    folders = [folder for folder in (train_dir, base_eval, trained_eval) if folder is not None]
+    written = write_report(load_runs(folders), out / "report", default_options())
     _print_before_after(summary, console)
     console.rule(f"[bold green]demo finished in {(time.time() - started) / 60:.1f} min")
     for kind, path in written.items():
@@ -150,13 +152,37 @@ def _leak_summary(leakage: dict | None) -> str:
     return f"{total['story_leaked']} of {total['n']} held-out questions share a story with training"
 
 
-def _evaluate(cfg: DemoConfig, model: str, out: Path, console) -> Path:
+def available_benchmarks(names: list[str], console) -> list[str]:
+    """The benchmarks whose data is on this machine; the others are named and skipped."""
+    from tomrl.evaluation.benchmarks import BENCHMARKS, load_examples
+    from tomrl.io import BadInputError
+
+    available = []
+    for name in names:
+        benchmark = BENCHMARKS.get(name)
+        if benchmark is None:
+            raise ConfigError(f"eval_benchmarks: unknown benchmark {name!r}; known: {', '.join(BENCHMARKS)}")
+        if benchmark.loader != "tomrl-generate":  # generated sets need no files
+            try:
+                load_examples(benchmark, {}, heldout_n=1, heldout_seed=0)
+            except BadInputError as err:
+                console.print(f"[yellow]skipping {name}: {err}")
+                continue
+        available.append(name)
+    return available
+
+
+def _evaluate(cfg: DemoConfig, model: str, out: Path, console) -> Path | None:
     from tomrl.evaluation.config import EvalConfig
     from tomrl.evaluation.runner import run_eval
 
+    benchmarks = available_benchmarks(list(cfg.eval_benchmarks), console)
+    if not benchmarks:
+        console.print("no evaluation benchmark has its data here; the held-out validation below stands in for it")
+        return None
     eval_cfg = EvalConfig(
         model=model,
-        benchmarks=list(cfg.eval_benchmarks),
+        benchmarks=benchmarks,
         limit=cfg.eval_limit,
         out=str(out),
         temperature=0.0,
