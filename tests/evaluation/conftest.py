@@ -71,6 +71,8 @@ STORY_PROMPTS = [
     "Chloe entered the kitchen. Chloe exited the kitchen. Where is the melon really?",
     "x",
     "Mila loves the plum. Hunter loves the tomato. Mila entered the lounge. Hunter entered the hall. The jeans is in the container.",
+    # Longer than the shared system prompt: its prefill group takes the padded-causal attention path.
+    " ".join(f"Agent{i} moved the lime to the box{i % 7}." for i in range(60)) + " Where is the lime really?",
 ]
 
 

@@ -29,8 +29,7 @@ def test_reference_outputs_differ(reference):
     assert all(reference)
 
 
-@pytest.mark.parametrize("mode", ["generate", "slots"])
-@pytest.mark.parametrize("batch_size", [1, 3, 8])
+@pytest.mark.parametrize(("mode", "batch_size"), [("generate", 3), ("slots", 1), ("slots", 3), ("slots", 8)])
 def test_batched_greedy_equals_one_at_a_time(tiny_llama, chat_prompts, reference, mode, batch_size):
     # Left padding (generate) and slot refills / compaction (slots) must not change any output.
     engine = HFEngine(str(tiny_llama), dtype="float32", device="cpu", mode=mode, batch_size=batch_size)

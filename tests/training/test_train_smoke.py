@@ -92,3 +92,15 @@ def test_new_run_refuses_an_existing_run_dir(tmp_path):
     (tmp_path / "run" / "config.yaml").write_text("model: x\n")
     with pytest.raises(ConfigError, match="--resume"):
         train(cfg)
+
+
+def test_lora_trains_an_adapter_and_leaves_the_base_weights(tmp_path):
+    cfg = smoke_config(tmp_path, "lora.enabled=true", "lora.rank=4", "max_steps=1", "rollouts_per_prompt=4",
+                       "micro_batch_size=8", "max_completion_length=8", "learning_rate=1e-2")
+    train(cfg, rewards=[VowelShareReward(prefill="<think>")])
+    final = tmp_path / "run" / "final"
+    adapter = load_file(final / "adapter_model.safetensors")
+    assert adapter and all("lora_" in name for name in adapter)
+    lora_b = [t for name, t in adapter.items() if "lora_B" in name]
+    assert any(t.abs().sum() > 0 for t in lora_b), "LoRA B matrices are still zero: the adapter did not train"
+    assert not (final / "model.safetensors").exists()

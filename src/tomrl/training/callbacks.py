@@ -42,12 +42,15 @@ class StepLogger(TrainerCallback):
     """metrics.jsonl + TensorBoard per optimizer step, samples.jsonl per rollout."""
 
     def __init__(self, run_dir: str | Path, tensorboard: bool = True):
+        from accelerate import PartialState
+
         self.run_dir = Path(run_dir)
         self.trainer: Any = None
-        self.metrics = JsonlAppender(self.run_dir / "metrics.jsonl")
-        self.samples = JsonlAppender(self.run_dir / "samples.jsonl")
+        self.main = PartialState().is_main_process  # only the main process writes the run folder
+        self.metrics = JsonlAppender(self.run_dir / "metrics.jsonl") if self.main else None
+        self.samples = JsonlAppender(self.run_dir / "samples.jsonl") if self.main else None
         self.writer = None
-        if tensorboard:
+        if tensorboard and self.main:
             from torch.utils.tensorboard import SummaryWriter
 
             self.writer = SummaryWriter(str(self.run_dir / "tensorboard"))
@@ -55,7 +58,7 @@ class StepLogger(TrainerCallback):
         self.final_logs: dict = {}
 
     def on_log(self, args, state, control, logs=None, **kwargs):
-        if not state.is_world_process_zero or not logs:
+        if not self.main or not logs:
             return
         if "train_runtime" in logs:  # the end-of-training summary, not a step
             self.final_logs = dict(logs)
@@ -80,8 +83,9 @@ class StepLogger(TrainerCallback):
             self.trainer.sample_rows.clear()
 
     def close(self) -> None:
-        self.metrics.close()
-        self.samples.close()
+        if self.main:
+            self.metrics.close()
+            self.samples.close()
         if self.writer is not None:
             self.writer.close()
 

@@ -292,10 +292,12 @@ def _resolve_policy(cfg: TrainConfig, run_dir: Path, train_examples: list[Exampl
     from tomrl.training.validation import validate_saved_model
 
     base_file = run_dir / WARM_START / BASE_VALIDATION
-    if cfg.eval.at_start and validation_examples and not base_file.exists() and PartialState().is_main_process:
+    state = PartialState()
+    if cfg.eval.at_start and validation_examples and not base_file.exists() and state.is_main_process:
         result = validate_saved_model(resolve_model(cfg.model), validation_examples, cfg)
         atomic_write_json(base_file, {"step": "base", "model": cfg.model, **result.to_dict()})
         say(f"base model validation: {result.summary()}")
+    state.wait_for_everyone()
     return str(warm_start(cfg, run_dir, train_examples, say))
 
 

@@ -13,7 +13,8 @@ only what tomrl needs (each override says why):
   rollout for ``samples.jsonl``.
 - ``_tokenize_prompts``: prompts arrive fully rendered (chat template + prefill), so no special
   tokens are added a second time.
-- ``_generate_single_turn``: with ``stop_at_answer`` a rollout ends right after ``</answer>``.
+- ``_generate_single_turn``: with ``stop_at_answer`` a rollout ends right after ``</answer>``;
+  on a CPU with bf16 precision, rollouts are decoded by a bf16 copy of the weights.
 - ``_save_checkpoint``: checkpoints are written to a ``.partial`` folder and renamed into place.
 
 Built by :func:`tomrl.training.run.build_trainer`; run with ``tomrl train --config FILE``.
