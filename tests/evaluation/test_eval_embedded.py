@@ -21,7 +21,7 @@ def test_slots_path_equals_plain_generate_in_float32(chat_prompts):
     from tomrl.models import resolve_model
 
     path = resolve_model("smollm2-135m")
-    sampling = Sampling(temperature=0, max_new_tokens=40, stop=())
+    sampling = Sampling(temperature=0, max_new_tokens=32, stop=())
     fast = HFEngine(path, dtype="float32", device="cpu", mode="slots", batch_size=4)
     plain = HFEngine(path, dtype="float32", device="cpu", mode="generate", batch_size=1)
     ours = sorted(fast.generate(chat_prompts, sampling), key=lambda c: c.index)

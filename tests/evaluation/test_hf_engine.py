@@ -169,3 +169,25 @@ def test_unsupported_architecture_falls_back(tmp_path):
         HFEngine(str(tmp_path), dtype="float32", device="cpu", mode="slots")
     done = list(engine.generate(["hello there", "a"], Sampling(temperature=0, max_new_tokens=3, stop=())))
     assert sorted(c.index for c in done) == [0, 1] and all(c.tokens == 3 for c in done)
+
+
+def test_packed_bf16_weights_change_nothing(tiny_llama, chat_prompts):
+    # oneDNN's prepacked weights (used on CPUs with native bf16) must give bit-identical logits.
+    import torch
+
+    from tomrl.evaluation.hf import SlotGenerator, _eos_ids
+
+    engine = HFEngine(str(tiny_llama), dtype="bfloat16", device="cpu", mode="slots")
+    packed, plain = SlotModel(engine.model), SlotModel(engine.model, pack_weights=False)
+    if not packed.packed:
+        pytest.skip("oneDNN bf16 weight packing is not available on this CPU")
+    sampling = Sampling(temperature=0, max_new_tokens=10, stop=())
+    token_lists = [engine.tokenizer(p, add_special_tokens=False)["input_ids"] for p in chat_prompts]
+    outputs = []
+    with torch.inference_mode():
+        for model in (packed, plain):
+            done = SlotGenerator(model, engine.tokenizer, _eos_ids(engine.model, engine.tokenizer), 4).run(token_lists, sampling)
+            outputs.append(sorted((c.index, c.text) for c in done))
+        tokens = torch.tensor([token_lists[0][:20]])
+        assert torch.equal(packed.logits(engine.model.model.embed_tokens(tokens)[0]), plain.logits(engine.model.model.embed_tokens(tokens)[0]))
+    assert outputs[0] == outputs[1]

@@ -21,8 +21,9 @@ from pathlib import Path
 
 from tomrl.config import ConfigError, describe_text, load_config
 
-# Keys a resumed run may change: they do not alter the data order or the step arithmetic.
-RESUMABLE_KEYS = ("max_steps", "epochs", "save_every", "eval", "report_to", "progress", "log_samples")
+# Keys a resumed run may change: they alter neither the data order nor what one step optimises
+# (micro_batch_size only splits the same step into other micro-batches, e.g. to save memory).
+RESUMABLE_KEYS = ("max_steps", "epochs", "save_every", "eval", "report_to", "progress", "log_samples", "micro_batch_size")
 
 
 def register(parser: argparse.ArgumentParser) -> None:

@@ -25,6 +25,7 @@ run reports base → after warm start → after RL.
 from __future__ import annotations
 
 import json
+import math
 import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -84,8 +85,10 @@ def warm_start(cfg: Any, run_dir: Path, train_examples: Sequence[Example], say: 
         num_train_epochs=settings.epochs,
         learning_rate=settings.learning_rate,
         lr_scheduler_type="constant",
-        per_device_train_batch_size=settings.batch_size,
-        gradient_accumulation_steps=1,
+        # The RL micro-batch bounds activation memory here too (a 135M model at 8 x 400 tokens
+        # needs about 6 GB of float32 activations).
+        per_device_train_batch_size=math.gcd(settings.batch_size, cfg.micro_batch_size),
+        gradient_accumulation_steps=settings.batch_size // math.gcd(settings.batch_size, cfg.micro_batch_size),
         max_length=cfg.max_prompt_length + cfg.max_completion_length,
         seed=cfg.seed,
         data_seed=cfg.seed,

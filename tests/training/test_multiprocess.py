@@ -1,0 +1,36 @@
+"""Two processes under `accelerate launch` on CPU (gloo): the distributed code paths of a real run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("algorithm", ["reinforce_pp", "grpo"])
+def test_two_cpu_processes_train_and_write_one_run_folder(tmp_path, algorithm):
+    run = tmp_path / "run"
+    command = [
+        sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "2", "--cpu", "--num_machines", "1",
+        "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "tomrl", "train",
+        "--config", "configs/train/smoke_cpu.yaml", f"run_dir={run}", f"algorithm={algorithm}", "max_steps=2",
+        "rollouts_per_prompt=4", "micro_batch_size=2", "max_completion_length=8", "eval.every_steps=2",
+        "progress=false", "save_every=1",
+    ]
+    result = subprocess.run(command, cwd=REPO, env=dict(os.environ), capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in metrics] == [1, 2]  # one row per step, written by the main process only
+    samples = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()]
+    assert len(samples) == 2 * 2 * 4  # both processes' rollouts, gathered
+    validations = [json.loads(line) for line in (run / "validation.jsonl").read_text().splitlines()]
+    assert [v["step"] for v in validations] == [0, 2] and validations[0]["accuracy"]["n"] == 4
+    assert (run / "checkpoints" / "checkpoint-2").is_dir() and (run / "final" / "model.safetensors").exists()
+    assert len(list((run / "tensorboard").iterdir())) == 1  # one event file: only the main process logs
