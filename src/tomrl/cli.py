@@ -95,7 +95,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    # argparse ends a `nargs="*"` positional at the first flag, so key=value overrides written
+    # after a flag (tomrl eval --model M max_new_tokens=32 --limit 4 seed=1) come back unparsed.
+    overrides = [item for item in extra if "=" in item and not item.startswith("-")]
+    if overrides and isinstance(getattr(args, "overrides", None), list):
+        args.overrides.extend(overrides)
+        extra = [item for item in extra if item not in overrides]
+    if extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     from tomrl.config import ConfigError
     from tomrl.io import BadInputError
 

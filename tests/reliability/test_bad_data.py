@@ -310,9 +310,6 @@ def test_eval_user_file_errors_before_any_output(tmp_path, fault, capsys):
     assert not out.exists()
 
 
-@pytest.mark.xfail(strict=True, reason="tomrl train creates RUN_DIR/config.yaml (training/run.py:_set_up_run_dir) before "
-                   "prepare_data reads data.train_files, so a bad data file leaves a half-made run folder that a re-run "
-                   "refuses ('already holds a run; --resume')")
 def test_train_bad_data_file_errors_and_leaves_no_run_folder(tmp_path, rows, capsys):
     path = tmp_path / "train.jsonl"
     line, expected = write_faulty(path, rows, "missing field")
@@ -405,9 +402,6 @@ def test_unknown_choice_names_are_argparse_errors(args, capsys):
     assert exit_info.value.code == 2 and "invalid choice: 'nope'" in capsys.readouterr().err
 
 
-@pytest.mark.xfail(strict=True, reason="tomrl train saves RUN_DIR/config.yaml before it builds the recipe "
-                   "(training/run.py:_set_up_run_dir runs before training/data.py:_from_recipe), so an unknown recipe "
-                   "leaves a run folder behind")
 def test_train_unknown_recipe_fails_before_any_work(tmp_path, capsys):
     run_dir = tmp_path / "run"
     code = main(["train", "--config", str(REPO_ROOT / "configs/train/smoke_cpu.yaml"), f"run_dir={run_dir}", "data.generate=null",

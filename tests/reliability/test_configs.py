@@ -184,9 +184,6 @@ def test_resume_refuses_keys_that_would_change_the_run(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("model", ["", "/no/such/model"])
-@pytest.mark.xfail(strict=True, reason="tomrl train does not check the model before it starts: training/run.py creates the "
-                   "run folder, generates the data and then transformers raises OSError (traceback, exit 1, run folder left "
-                   "behind); call tomrl.models.check_model_reference(cfg.model) in training/command.py:run before train()")
 def test_train_missing_model_fails_before_any_work(tmp_path, model, capsys):
     run_dir = tmp_path / "run"
     assert main(["train", "--config", SMOKE, f"run_dir={run_dir}", f"model={model}"]) == 2
@@ -195,9 +192,6 @@ def test_train_missing_model_fails_before_any_work(tmp_path, model, capsys):
 
 
 @pytest.mark.parametrize("model", ["", "/no/such/model"])
-@pytest.mark.xfail(strict=True, reason="tomrl eval writes run.json/results.json (evaluation/runner.py:run_eval) before the "
-                   "engine loads the model, then transformers raises OSError (traceback, exit 1, an empty run folder left); "
-                   "call tomrl.models.check_model_reference(cfg.model) for the hf/vllm engines in evaluation/command.py:run")
 def test_eval_missing_model_fails_before_any_work(tmp_path, model, capsys):
     out = tmp_path / "run"
     assert main(["eval", "--model", model, "--benchmark", "tomrl-hitom-order0", "--limit", "2", "--out", str(out)]) == 2

@@ -181,11 +181,7 @@ PUBLISH_CRASH = textwrap.dedent(
     [
         1,
         2,
-        pytest.param(3, marks=pytest.mark.xfail(strict=True, reason=(
-            "training/checkpoints.py:publish_folder moves the old folder to NAME.old.partial before moving the new one "
-            "in; a crash between the two renames leaves no NAME, and remove_partial (run on --resume by "
-            "training/run.py:_set_up_run_dir) then deletes NAME.old.partial: best/ (or final/) is lost. "
-            "Fix: in remove_partial, rename X.old.partial back to X when X is missing"))),
+        3,
         4,
         5,
     ],
@@ -340,11 +336,7 @@ DATA_CRASH = textwrap.dedent(
     "files_written",
     [
         1,
-        pytest.param(2, marks=pytest.mark.xfail(strict=True, reason=(
-            "training/data.py:prepare_data writes RUN_DIR/data/train.jsonl and then validation.jsonl; after a crash between "
-            "the two, a resumed run finds train.jsonl, takes the missing validation.jsonl for 'no validation set' and "
-            "silently trains without validation. Fix: write a marker (or both files via one folder rename) last and "
-            "rebuild when it is missing"))),
+        2,
     ],
 )
 def test_frozen_training_data_survives_a_crash_between_its_files(tmp_path, files_written):
@@ -362,10 +354,6 @@ def test_frozen_training_data_survives_a_crash_between_its_files(tmp_path, files
     assert [e.id for e in resumed[1]] == [e.id for e in clean[1]] and clean[1], "the validation set was lost"
 
 
-@pytest.mark.xfail(strict=True, reason="training/checkpoints.py:STEP_LOGS lists metrics, samples and validation.jsonl but not "
-                   "validation_samples.jsonl (written by training/callbacks.py:Validator.run), so after a crash between a "
-                   "validation and the next checkpoint the resumed run validates that step again and its per-example rows "
-                   "appear twice. Fix: add 'validation_samples.jsonl' to STEP_LOGS")
 def test_resume_drops_every_log_row_after_the_checkpoint(tmp_path):
     """What --resume does to the per-step logs of a run killed at step 4 with its last checkpoint at step 2."""
     from tomrl.training.checkpoints import truncate_step_logs
@@ -455,8 +443,6 @@ def test_eval_ctrl_c_stops_cleanly_and_the_rerun_finishes(interrupted_eval, herm
     _check_eval_complete(out)
 
 
-@pytest.mark.xfail(strict=True, reason="tomrl eval on Ctrl-C prints only cli.py's generic 'tomrl: interrupted.': "
-                   "evaluation/command.py:run does not say that running the same command again resumes (tomrl train does)")
 def test_eval_ctrl_c_says_how_to_resume(interrupted_eval):
     log = interrupted_eval["log"]
     assert interrupted_eval["code"] == 128 + signal.SIGINT and "interrupted" in log

@@ -147,9 +147,6 @@ def test_load_model_refuses_pickled_weights(pickled_model):
     assert AutoModelForCausalLM.from_pretrained(str(pickled_model)) is not None
 
 
-@pytest.mark.xfail(strict=True, reason="training/run.py:grpo_arguments builds model_init_kwargs without use_safetensors=True, "
-                   "so TRL's GRPOTrainer (policy and reference model) unpickles a pytorch_model.bin-only checkpoint; add "
-                   "'use_safetensors': True to model_init_kwargs")
 def test_training_loads_models_as_safetensors_only():
     from tomrl.config import load_config
     from tomrl.training.config import TrainConfig
@@ -159,8 +156,6 @@ def test_training_loads_models_as_safetensors_only():
     assert args.model_init_kwargs.get("use_safetensors") is True
 
 
-@pytest.mark.xfail(strict=True, reason="evaluation/vllm_engine.py:VLLMEngine calls vllm.LLM(...) without "
-                   "load_format='safetensors'; vLLM's default 'auto' falls back to pickled *.bin weights")
 def test_vllm_engine_asks_for_safetensors():
     tree = ast.parse((SOURCE / "evaluation" / "vllm_engine.py").read_text(encoding="utf-8"))
     calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "LLM"]
@@ -319,9 +314,6 @@ def _echo_headers(headers, body):
     return {"error": {"message": f"invalid key in {headers.get('Authorization')}"}}
 
 
-@pytest.mark.xfail(strict=True, reason="evaluation/openai_engine.py:_error_detail copies the server's error text into the "
-                   "error message, which tomrl eval prints (evaluation/command.py) and results.json counts; a server or proxy "
-                   "that echoes the Authorization header leaks the key. Redact os.environ[api_key_env] from error texts.")
 def test_api_key_is_never_logged_even_when_the_server_echoes_it(tmp_path, monkeypatch, capsys):
     with FakeServer([(401, _echo_headers, 0, None)]) as server:
         code, printed = _run_openai_eval(tmp_path, server, monkeypatch, capsys)

@@ -87,11 +87,20 @@ def run(args: argparse.Namespace) -> int:
         if "=" not in item:
             raise ConfigError(f"unexpected argument '{item}': overrides are key=value (see tomrl eval --help)")
     cfg = load_config(EvalConfig, args.config, overrides + list(args.overrides))
+    if cfg.engine in ("hf", "vllm"):  # an API model's name is the server's business
+        from tomrl.models import check_model_reference
 
-    from tomrl.evaluation.runner import run_eval
+        check_model_reference(cfg.model)
+
+    from tomrl.evaluation.runner import default_out_dir, run_eval
     from tomrl.evaluation.table import markdown_table, summary_markdown
 
-    outcome = run_eval(cfg, log=lambda message: print(message, flush=True))
+    try:
+        outcome = run_eval(cfg, log=lambda message: print(message, flush=True))
+    except KeyboardInterrupt:
+        print(f"\ntomrl eval interrupted; finished answers are kept in {cfg.out or default_out_dir(cfg)}/samples.jsonl. "
+              "Run the same command again to resume: finished items are not redone.", file=sys.stderr, flush=True)
+        raise
     print()
     print(markdown_table([outcome.results]))
     print(summary_markdown(outcome.results))

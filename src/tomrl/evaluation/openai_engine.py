@@ -81,6 +81,12 @@ class OpenAIEngine:
             headers["Authorization"] = f"Bearer {key}"
         return headers
 
+    def _redact(self, text: str) -> str:
+        """``text`` without the API key: a server or proxy may echo the Authorization header
+        into its error body, and error texts are printed and counted in results.json."""
+        key = os.environ.get(self.settings.api_key_env)
+        return text.replace(key, "[redacted]") if key else text
+
     def _payload(self, prompt: Any, sampling: Sampling, index: int) -> dict[str, Any]:
         payload: dict[str, Any] = {
             "model": self.model_name,
@@ -116,7 +122,7 @@ class OpenAIEngine:
                 detail = _error_detail(error)
                 last_problem = f"HTTP {error.code} from {url}: {detail}"
                 if error.code not in RETRYABLE_STATUS:
-                    raise RequestFailed(last_problem) from None
+                    raise RequestFailed(self._redact(last_problem)) from None
                 retry_after = _retry_after_seconds(error.headers.get("Retry-After") if error.headers else None)
             except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as error:
                 reason = getattr(error, "reason", error)
@@ -129,7 +135,7 @@ class OpenAIEngine:
             wait = retry_after if retry_after is not None else min(MAX_BACKOFF_S, delay) * (0.5 + random.random())
             self._sleep(min(MAX_BACKOFF_S, wait))
             delay *= 2
-        raise RequestFailed(f"{last_problem} (gave up after {self.settings.max_retries + 1} attempts)")
+        raise RequestFailed(self._redact(f"{last_problem} (gave up after {self.settings.max_retries + 1} attempts)"))
 
     def complete(self, prompt: Any, sampling: Sampling, index: int) -> Completion:
         path = "/chat/completions" if self.settings.api == "chat" else "/completions"
@@ -137,7 +143,7 @@ class OpenAIEngine:
             reply = self.post(path, self._payload(prompt, sampling, index))
             choice = reply["choices"][0]
             text = choice["message"]["content"] if self.settings.api == "chat" else choice["text"]
-            text = text or ""
+            text = self._redact(text or "")  # a server that echoes headers must not put the key in samples.jsonl
         except RequestFailed as error:
             return Completion(index=index, text="", tokens=0, prompt_tokens=0, finish_reason="error", error=str(error))
         except (KeyError, IndexError, TypeError) as error:

@@ -39,7 +39,8 @@ class VLLMEngine:
             if settings.max_model_len is not None:
                 kwargs["max_model_len"] = settings.max_model_len
         self.dtype = dtype
-        self.llm = LLM(model=resolve_model(model), dtype=dtype, seed=seed, trust_remote_code=trust_remote_code, **kwargs)
+        # load_format: vLLM's default "auto" would fall back to pickled *.bin weights.
+        self.llm = LLM(model=resolve_model(model), dtype=dtype, seed=seed, trust_remote_code=trust_remote_code, load_format="safetensors", **kwargs)
         self.tokenizer = self.llm.get_tokenizer()
 
     def describe(self) -> dict:

@@ -33,7 +33,7 @@ from tomrl.io import atomic_write_text, iter_jsonl
 
 CHECKPOINTS = "checkpoints"
 CHECKPOINT_PATTERN = re.compile(r"^checkpoint-(\d+)$")
-STEP_LOGS = ("metrics.jsonl", "samples.jsonl", "validation.jsonl")
+STEP_LOGS = ("metrics.jsonl", "samples.jsonl", "validation.jsonl", "validation_samples.jsonl")
 PARTIAL_SUFFIX = ".partial"
 
 
@@ -59,11 +59,19 @@ def checkpoint_step(path: str | Path) -> int:
 
 
 def remove_partial(folder: str | Path) -> None:
-    """Delete leftovers of writes a crash interrupted (``*.partial`` folders)."""
+    """Clean up after writes a crash interrupted: delete ``*.partial`` folders, except that a
+    retired ``X.old.partial`` whose ``X`` is missing (a crash between the two renames of
+    :func:`publish_folder`) is renamed back to ``X``, the last complete version."""
     folder = Path(folder)
     if not folder.is_dir():
         return
-    for path in folder.iterdir():
+    retired_suffix = ".old" + PARTIAL_SUFFIX
+    for path in sorted(folder.iterdir()):
+        if path.name.endswith(retired_suffix):
+            original = path.with_name(path.name[: -len(retired_suffix)])
+            if not original.exists():
+                os.replace(path, original)
+                continue
         if path.name.endswith(PARTIAL_SUFFIX):
             shutil.rmtree(path, ignore_errors=True)
 

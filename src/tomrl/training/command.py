@@ -58,6 +58,10 @@ def run(args: argparse.Namespace) -> int:
         if not args.config and not args.overrides:
             raise ConfigError("give --config FILE (see configs/train/) and/or key=value overrides, or --resume RUN_DIR")
         cfg = load_config(TrainConfig, args.config, args.overrides)
+    # A missing model fails here, naming the key, before a run folder or any data is made.
+    from tomrl.models import check_model_reference
+
+    check_model_reference(cfg.model)
 
     # Library chatter that says nothing about this run (deprecations inside TRL, weight-loading bars).
     warnings.filterwarnings("ignore", category=FutureWarning)

@@ -6,8 +6,9 @@ curriculum, one generator config per stage, trained in stage order. Generated st
 share a story with an earlier stage, and the validation set never shares one with training.
 
 The first run writes ``RUN_DIR/data/train.jsonl`` and ``validation.jsonl`` in training order
-(shuffled within each stage with the run's seed); ``--resume`` reads them back, so a resumed
-run sees exactly the same examples in the same order.
+(shuffled within each stage with the run's seed), then ``complete.json``; ``--resume`` reads them
+back, so a resumed run sees exactly the same examples in the same order. Without the marker the
+data are rebuilt (a crash between the files must not pass for "no validation set").
 
     from tomrl.training.data import prepare_data
     train, validation = prepare_data(cfg, run_dir)
@@ -18,15 +19,18 @@ OpenToM is refused: its licence and its authors ask that it is used for evaluati
 from __future__ import annotations
 
 import random
+import shutil
 from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
 from tomrl.config import ConfigError
+from tomrl.io import atomic_write_json
 from tomrl.schema import Example, read_examples, write_examples
 
 TRAIN_FILE = "train.jsonl"
 VALIDATION_FILE = "validation.jsonl"
+COMPLETE_MARKER = "complete.json"  # written after both files: its presence means the data are frozen
 EVALUATION_ONLY_SOURCES = ("opentom",)
 
 
@@ -34,10 +38,13 @@ def prepare_data(cfg, run_dir: str | Path) -> tuple[list[Example], list[Example]
     """The run's (train, validation) examples: read from RUN_DIR/data if frozen, else built and frozen."""
     data_dir = Path(run_dir) / "data"
     train_path, validation_path = data_dir / TRAIN_FILE, data_dir / VALIDATION_FILE
-    if train_path.exists():
+    if (data_dir / COMPLETE_MARKER).exists():
         train = read_examples(train_path)
         validation = read_examples(validation_path) if validation_path.exists() else []
         return train, validation
+    # No marker: nothing frozen yet, or a crash cut the freezing short. Rebuild from scratch
+    # (the build is deterministic in the seed), never reading half of the files.
+    shutil.rmtree(data_dir, ignore_errors=True)
     train, validation = build_data(cfg, data_dir)
     refuse_evaluation_only(train, "training")
     if cfg.data.max_train_examples is not None:
@@ -49,6 +56,7 @@ def prepare_data(cfg, run_dir: str | Path) -> tuple[list[Example], list[Example]
     write_examples(train_path, train)
     if validation:
         write_examples(validation_path, validation)
+    atomic_write_json(data_dir / COMPLETE_MARKER, {"train": len(train), "validation": len(validation)})  # written last
     return train, validation
 
 

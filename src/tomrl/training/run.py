@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -225,7 +226,10 @@ def grpo_arguments(cfg: TrainConfig):
         bf16=cfg.precision == "bfloat16",
         fp16=cfg.precision == "float16",
         use_cpu=not on_gpu,  # bf16 autocast on a CPU needs it said explicitly
-        model_init_kwargs={"dtype": {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[cfg.precision] if on_gpu else torch.float32},
+        model_init_kwargs={
+            "dtype": {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[cfg.precision] if on_gpu else torch.float32,
+            "use_safetensors": True,  # never unpickle a *.bin checkpoint (policy and reference model)
+        },
         use_vllm=cfg.use_vllm,
         vllm_mode=cfg.vllm_mode,
         vllm_gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
@@ -260,8 +264,7 @@ def _set_up_run_dir(cfg: TrainConfig, run_dir: Path, resume: bool) -> None:
     if not resume:
         if (run_dir / CONFIG_FILE).exists():
             raise ConfigError(f"{run_dir} already holds a run; continue it with: tomrl train --resume {run_dir} (or set run_dir=…)")
-        run_dir.mkdir(parents=True, exist_ok=True)
-        save_config(cfg, run_dir / CONFIG_FILE)
+        _create_run_dir(cfg, run_dir)
         return
     if not (run_dir / CONFIG_FILE).exists():
         raise ConfigError(f"{run_dir}: no {CONFIG_FILE}; is this a tomrl run folder?")
@@ -272,6 +275,26 @@ def _set_up_run_dir(cfg: TrainConfig, run_dir: Path, resume: bool) -> None:
     # The steps after the checkpoint are redone; their log rows go, so the logs read as one run.
     checkpoints.truncate_step_logs(run_dir, step)
     save_config(cfg, run_dir / CONFIG_FILE)
+
+
+def _create_run_dir(cfg: TrainConfig, run_dir: Path) -> None:
+    """Build the data in a staging folder beside ``run_dir``, then move them in and save the config.
+
+    Bad data files, an unknown recipe or a failing generator therefore leave no run folder that a
+    re-run would refuse; ``config.yaml`` is written last, so it marks a complete new run.
+    """
+    from tomrl.training.data import prepare_data
+
+    staging = run_dir.with_name(f".{run_dir.name}.new{checkpoints.PARTIAL_SUFFIX}")
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        prepare_data(cfg, staging)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(run_dir / "data", ignore_errors=True)  # left by a crash between these two moves
+        os.replace(staging / "data", run_dir / "data")
+        save_config(cfg, run_dir / CONFIG_FILE)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def _seed_everything(seed: int) -> None:
