@@ -321,6 +321,34 @@ def test_train_bad_data_file_errors_and_leaves_no_run_folder(tmp_path, rows, cap
     assert not run_dir.exists()
 
 
+def test_train_skip_bad_trains_on_the_rest_and_lists_what_it_skipped(tmp_path, rows, capsys):
+    path = tmp_path / "train.jsonl"
+    line, expected = write_faulty(path, rows, "missing field")
+    run_dir = tmp_path / "run"
+    code = main(["train", "--config", str(REPO_ROOT / "configs/train/smoke_cpu.yaml"), "--skip-bad", f"run_dir={run_dir}", "data.generate=null",
+                 "data.generate_overrides=[]", "data.validation_overrides=[]", f"data.train_files=['{path}']", "max_steps=1",
+                 "eval.at_start=false", "eval.every_steps=0", "progress=false", "report_to=[]"])
+    assert code == 0
+    assert "skipped 1 bad data rows" in capsys.readouterr().out
+    skipped = json.loads((run_dir / "data" / "skipped.json").read_text())
+    assert skipped["skipped_lines"] == 1 and f"{path}:{line}" in skipped["reasons"][0] and expected in skipped["reasons"][0]
+    assert len(jsonl_rows(run_dir / "data" / "train.jsonl")) == len(rows) - 1
+    assert json.loads((run_dir / "summary.json").read_text())["skipped_bad_rows"] == 1
+
+
+def test_eval_skip_bad_counts_bad_rows_in_results(tmp_path, capsys):
+    good = [b'{"question": "%d + %d?", "answer": "#### %d"}' % (i, i, 2 * i) for i in (1, 2)]
+    path = tmp_path / "gsm8k.jsonl"
+    path.write_bytes(b"\n".join([good[0], b'{"question": "1 + 1?"}', good[1]]) + b"\n")
+    out = tmp_path / "run"
+    code = main(["eval", "--model", "tiny-qwen2", "--benchmark", "gsm8k", "--out", str(out), "--skip-bad",
+                 f"data_paths={{gsm8k: '{path}'}}", "max_new_tokens=4"])
+    assert code == 0
+    assert f"skipped 1 bad rows (skip_bad), the first: {path}:2: field 'answer'" in capsys.readouterr().out
+    entry = json.loads((out / "results.json").read_text())["benchmarks"]["gsm8k"]
+    assert entry["skipped_bad_rows"] == 1 and entry["n_available"] == 2 and entry["n_answered"] == 2
+
+
 # --------------------------------------------------------------------------- loaders: the original files
 
 

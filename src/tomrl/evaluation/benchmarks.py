@@ -181,8 +181,11 @@ class DataMissing(BadInputError):
     """A benchmark's data files are not there (a suite skips such a benchmark)."""
 
 
-def load_examples(benchmark: Benchmark, data_paths: dict[str, str], heldout_n: int, heldout_seed: int) -> list[Example]:
-    """All examples of ``benchmark`` (before any ``limit``)."""
+def load_examples(
+    benchmark: Benchmark, data_paths: dict[str, str], heldout_n: int, heldout_seed: int, skip_bad: bool = False, skipped: list[str] | None = None
+) -> list[Example]:
+    """All examples of ``benchmark`` (before any ``limit``). With ``skip_bad``, bad rows of a
+    line-based user file (gsm8k) are appended to ``skipped`` with their reasons instead of raising."""
     path = data_paths.get(benchmark.name)
     if benchmark.loader == "tomrl-generate":
         from tomrl.generators import generate
@@ -193,7 +196,7 @@ def load_examples(benchmark: Benchmark, data_paths: dict[str, str], heldout_n: i
     if benchmark.loader == "gsm8k-jsonl":
         if path is None:
             raise DataMissing(f"benchmark 'gsm8k': no data file; set data_paths.gsm8k=FILE (JSONL rows with question and answer)")
-        return read_gsm8k(Path(path).expanduser())
+        return read_gsm8k(Path(path).expanduser(), skip_bad, skipped)
     from tomrl.loaders.registry import load
 
     try:
@@ -268,19 +271,24 @@ def style_for(benchmark: Benchmark, override: str | None) -> str:
 _FINAL_NUMBER = re.compile(r"####\s*(.+?)\s*$", re.DOTALL)
 
 
-def read_gsm8k(path: Path) -> list[Example]:
+def read_gsm8k(path: Path, skip_bad: bool = False, skipped: list[str] | None = None) -> list[Example]:
     """GSM8K-format JSONL (``question``, ``answer`` ending in ``#### N``) as examples; the gold
-    answer is N with thousands separators removed."""
+    answer is N with thousands separators removed. A bad row raises, or with ``skip_bad`` is
+    appended to ``skipped`` (``file:line: field 'x': …``)."""
     if not path.is_file():
         raise DataMissing(f"{path}: GSM8K file not found")
     examples = []
     for line_number, row, error in scan_jsonl(path):
         where = f"{path}:{line_number}"
+        if error is None:
+            bad = [key for key in ("question", "answer") if not isinstance(row.get(key), str) or not row[key].strip()]
+            error = f"{where}: field '{bad[0]}': expected a non-empty string" if bad else None
         if error is not None:
-            raise BadInputError(error)
-        for key in ("question", "answer"):
-            if not isinstance(row.get(key), str) or not row[key].strip():
-                raise BadInputError(f"{where}: field '{key}': expected a non-empty string")
+            if not skip_bad:
+                raise BadInputError(error)
+            if skipped is not None:
+                skipped.append(error)
+            continue
         match = _FINAL_NUMBER.search(row["answer"])
         gold = (match.group(1) if match else row["answer"]).replace(",", "").strip()
         examples.append(

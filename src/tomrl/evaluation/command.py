@@ -35,6 +35,7 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--limit", type=int, help="at most N questions per benchmark, spread over orders (seeded)")
     parser.add_argument("--out", help="run folder (resumes if it holds a run with the same settings)")
     parser.add_argument("--engine", choices=["hf", "vllm", "openai"], help="generation engine (default hf)")
+    parser.add_argument("--skip-bad", action="store_true", help="skip bad rows of user data files (counted in results.json) instead of stopping (= skip_bad=true)")
     parser.add_argument("--greedy", action="store_true", help="greedy decoding instead of Paper A's sampling")
     parser.add_argument("--list", action="store_true", help="list benchmarks and suites, then exit")
     parser.add_argument("--table", nargs="+", metavar="RUN_DIR", help="print Paper A's Table 1 layout for finished runs, then exit")
@@ -83,6 +84,8 @@ def run(args: argparse.Namespace) -> int:
         overrides.append(f"benchmarks={json.dumps(names)}")
     if args.greedy:
         overrides.append("temperature=0")
+    if args.skip_bad:
+        overrides.append("skip_bad=true")
     for item in args.overrides:
         if "=" not in item:
             raise ConfigError(f"unexpected argument '{item}': overrides are key=value (see tomrl eval --help)")

@@ -108,6 +108,11 @@ class EvalConfig:
         help="per-benchmark data file or folder, e.g. {fantom: ~/fantom_v1.json, gsm8k: ~/gsm8k_test.jsonl}; "
         "others default to the shared data folder ($TOMRL_DATA)",
     )
+    skip_bad: bool = setting(
+        False,
+        help="skip bad rows of user-supplied line-based data files (gsm8k JSONL) instead of stopping at the first; "
+        "counted per benchmark in results.json (skipped_bad_rows) (also: tomrl eval --skip-bad)",
+    )
     heldout_n: int = setting(100, help="tomrl-generated held-out sets: questions per order")
     heldout_seed: int = setting(
         1_000_003, help="seed of the tomrl-generated held-out stories (keep it different from any training-data seed)"

@@ -56,6 +56,7 @@ class EvalOutcome:
     reused: int = 0  # answers found in samples.jsonl from before
     errors: list[str] = field(default_factory=list)  # prompts that failed (API), to retry
     skipped: dict[str, str] = field(default_factory=dict)  # benchmark -> why it was skipped
+    bad_rows: dict[str, list[str]] = field(default_factory=dict)  # benchmark -> rows skipped (skip_bad), with reasons
 
 
 def default_out_dir(cfg: EvalConfig, root: str | Path = "runs/eval") -> Path:
@@ -176,7 +177,11 @@ def run_eval(cfg: EvalConfig, log: Callable[[str], None] = print, engine=None) -
     outcome = EvalOutcome(out_dir=out_dir, results={})
     for benchmark, optional in chosen:
         try:
-            examples = load_examples(benchmark, cfg.data_paths, cfg.heldout_n, cfg.heldout_seed)
+            bad_rows: list[str] = []
+            examples = load_examples(benchmark, cfg.data_paths, cfg.heldout_n, cfg.heldout_seed, cfg.skip_bad, bad_rows)
+            if bad_rows:
+                outcome.bad_rows[benchmark.name] = bad_rows
+                log(f"{benchmark.name}: skipped {len(bad_rows)} bad rows (skip_bad), the first: {bad_rows[0]}")
         except DataMissing as missing:
             if not optional:
                 raise
@@ -273,6 +278,7 @@ def write_results(cfg, folder: _RunFolder, plans, selections, done, outcome: Eva
             "prompt_style": style_for(benchmark, cfg.prompt_style),
             "paper_column": benchmark.paper_column,
             "n_available": len(examples),
+            "skipped_bad_rows": len(outcome.bad_rows.get(benchmark.name, [])),
             "n_selected": len(selected),
             "n_answered": len(rows),
             "complete": len(rows) == len(selected),

@@ -163,12 +163,7 @@ def _generate_hitom(cfg: GenerateConfig, seen: set[str]) -> list[Example]:
             order = order_cycle[slot % len(order_cycle)]
             slot += 1
             query = hitom.question_query(rng, story, order, asked)
-            answer = oracle.answer(query)
-            if answer is None:
-                raise RuntimeError(f"story {story_id}: the oracle has no answer for {query}")
-            question = render_question(query, "hitom")
-            _check_label(rederiving, question, answer, f"story {story_id}")
-            true_location = oracle.reality(story.target)
+            question, answer, true_location = _labelled(oracle, rederiving, query, "hitom", story_id, story.target)
             examples.append(
                 Example(
                     id=f"{story_id}-q{k}",
@@ -202,6 +197,17 @@ def _generate_hitom(cfg: GenerateConfig, seen: set[str]) -> list[Example]:
     return _with_splits(stories, cfg)
 
 
+def _labelled(oracle: BeliefOracle, rederiving, query, style: str, story_id: str, target: str) -> tuple[str, str, str]:
+    """(question text, oracle answer, true location) for ``query``; the answer is re-derived from
+    the rendered story text (:func:`_check_label`) before it becomes a label."""
+    answer = oracle.answer(query)
+    if answer is None:
+        raise RuntimeError(f"story {story_id}: the oracle has no answer for {query}")
+    question = render_question(query, style)
+    _check_label(rederiving, question, answer, f"story {story_id}")
+    return question, answer, oracle.reality(target)
+
+
 def _generate_tomi(cfg: GenerateConfig, seen: set[str]) -> list[Example]:
     source = "tomrl-tomi"
     n_stories = cfg.stories or cfg.n
@@ -229,12 +235,7 @@ def _generate_tomi(cfg: GenerateConfig, seen: set[str]) -> list[Example]:
             question_type, roles = slots[slot % len(slots)]
             slot += 1
             query = tomi.slot_query(story, (question_type, roles))
-            answer = oracle.answer(query)
-            if answer is None:
-                raise RuntimeError(f"story {story_id}: the oracle has no answer for {query}")
-            question = render_question(query, "tomi")
-            _check_label(rederiving, question, answer, f"story {story_id}")
-            true_location = oracle.reality(story.target)
+            question, answer, true_location = _labelled(oracle, rederiving, query, "tomi", story_id, story.target)
             examples.append(
                 Example(
                     id=f"{story_id}-q{k}",

@@ -31,6 +31,7 @@ def register(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument("--config", help="YAML file with TrainConfig keys (configs/train/*.yaml)")
     parser.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its last checkpoint")
+    parser.add_argument("--skip-bad", action="store_true", help="skip bad rows of data.train_files/validation_files (counted) instead of stopping (= data.skip_bad=true)")
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="override config keys (nested: eval.every_steps=5)")
     parser.epilog = describe_text(TrainConfig)
 
@@ -57,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         if not args.config and not args.overrides:
             raise ConfigError("give --config FILE (see configs/train/) and/or key=value overrides, or --resume RUN_DIR")
-        cfg = load_config(TrainConfig, args.config, args.overrides)
+        cfg = load_config(TrainConfig, args.config, [*args.overrides, *(["data.skip_bad=true"] if args.skip_bad else [])])
     # A missing model fails here, naming the key, before a run folder or any data is made.
     from tomrl.models import check_model_reference
 

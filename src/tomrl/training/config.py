@@ -57,6 +57,11 @@ class DataConfig:
     max_train_examples: int | None = setting(None, help="use at most this many training examples (the first ones); null = all")
     max_validation_examples: int | None = setting(None, help="use at most this many validation examples; null = all")
     shuffle: bool = setting(True, help="shuffle the training examples (within each curriculum stage) with the run's seed")
+    skip_bad: bool = setting(
+        False,
+        help="skip bad rows of train_files / validation_files (counted; listed with their reasons in RUN_DIR/data/"
+        "skipped.json) instead of stopping at the first (also: tomrl train --skip-bad)",
+    )
 
     def __post_init__(self) -> None:
         sources = [bool(self.train_files), self.recipe is not None, self.generate is not None]

@@ -26,10 +26,11 @@ from typing import Sequence
 
 from tomrl.config import ConfigError
 from tomrl.io import atomic_write_json
-from tomrl.schema import Example, read_examples, write_examples
+from tomrl.schema import Example, ReadReport, read_examples, write_examples
 
 TRAIN_FILE = "train.jsonl"
 VALIDATION_FILE = "validation.jsonl"
+SKIPPED_FILE = "skipped.json"  # with data.skip_bad: the bad rows left out, with their reasons
 COMPLETE_MARKER = "complete.json"  # written after both files: its presence means the data are frozen
 EVALUATION_ONLY_SOURCES = ("opentom",)
 
@@ -45,7 +46,8 @@ def prepare_data(cfg, run_dir: str | Path) -> tuple[list[Example], list[Example]
     # No marker: nothing frozen yet, or a crash cut the freezing short. Rebuild from scratch
     # (the build is deterministic in the seed), never reading half of the files.
     shutil.rmtree(data_dir, ignore_errors=True)
-    train, validation = build_data(cfg, data_dir)
+    skipped: list[str] = []
+    train, validation = build_data(cfg, data_dir, skipped)
     refuse_evaluation_only(train, "training")
     if cfg.data.max_train_examples is not None:
         train = train[: cfg.data.max_train_examples]
@@ -56,26 +58,34 @@ def prepare_data(cfg, run_dir: str | Path) -> tuple[list[Example], list[Example]
     write_examples(train_path, train)
     if validation:
         write_examples(validation_path, validation)
-    atomic_write_json(data_dir / COMPLETE_MARKER, {"train": len(train), "validation": len(validation)})  # written last
+    if skipped:
+        atomic_write_json(data_dir / SKIPPED_FILE, {"skipped_lines": len(skipped), "reasons": skipped})
+    atomic_write_json(data_dir / COMPLETE_MARKER, {"train": len(train), "validation": len(validation), "skipped_lines": len(skipped)})  # written last
     return train, validation
 
 
-def build_data(cfg, data_dir: Path) -> tuple[list[Example], list[Example]]:
+def build_data(cfg, data_dir: Path, skipped: list[str] | None = None) -> tuple[list[Example], list[Example]]:
+    """(train, validation) from the configured source; bad rows skipped (``data.skip_bad``) are appended to ``skipped``."""
     data = cfg.data
     rng = random.Random(cfg.seed)
+    skipped = skipped if skipped is not None else []
+
+    def read(paths: Sequence[str]) -> list[Example]:
+        return _read_all(paths, data.skip_bad, skipped)
+
     if data.train_files:
-        train = _read_all(data.train_files)
-        validation = _read_all(data.validation_files)
+        train = read(data.train_files)
+        validation = read(data.validation_files)
         return _maybe_shuffle(train, data.shuffle, rng), validation
     if data.recipe is not None:
         train, validation = _from_recipe(data.recipe)
         if data.validation_files:
-            validation = _read_all(data.validation_files)
+            validation = read(data.validation_files)
         return _maybe_shuffle(train, data.shuffle, rng), validation
     if data.generate is not None:
         train, validation = _generate(cfg, data_dir, rng)
         if data.validation_files:
-            validation = _read_all(data.validation_files)
+            validation = read(data.validation_files)
         return train, validation
     raise ConfigError("no training data: set data.train_files, data.recipe or data.generate")
 
@@ -90,11 +100,18 @@ def refuse_evaluation_only(examples: Sequence[Example], purpose: str) -> None:
             )
 
 
-def _read_all(paths: Sequence[str]) -> list[Example]:
+def _read_all(paths: Sequence[str], skip_bad: bool = False, skipped: list[str] | None = None) -> list[Example]:
+    """Examples of ``paths`` (schema and answer checks); with ``skip_bad`` bad rows go to ``skipped``."""
+    from tomrl.data_checks import read_checked_examples
+
     examples: list[Example] = []
     seen: set[str] = set()
     for path in paths:
-        for example in read_examples(path):
+        report = ReadReport(str(path))
+        read = read_checked_examples(path, skip_bad=skip_bad, report=report)
+        if skipped is not None:
+            skipped.extend(report.skipped)
+        for example in read:
             if example.id in seen:
                 raise ConfigError(f"{path}: id {example.id!r} already used by an earlier data file")
             seen.add(example.id)

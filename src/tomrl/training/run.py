@@ -46,6 +46,7 @@ class RunSummary:
     last_validation: dict | None
     best_validation: dict | None
     resumed_from: str | None
+    skipped_bad_rows: int = 0  # data.skip_bad: rows left out (listed in RUN_DIR/data/skipped.json)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -59,7 +60,7 @@ def train(cfg: TrainConfig, resume: bool = False, console: Any = None, rewards: 
     """
     from accelerate import PartialState
 
-    from tomrl.training.data import prepare_data
+    from tomrl.training.data import SKIPPED_FILE, prepare_data
 
     started = time.time()
     run_dir = Path(cfg.run_dir)
@@ -74,6 +75,9 @@ def train(cfg: TrainConfig, resume: bool = False, console: Any = None, rewards: 
     resume_from = checkpoints.latest_checkpoint(run_dir) if resume else None
     _seed_everything(cfg.seed)
     say(f"data: {len(train_examples)} training and {len(validation_examples)} validation examples ({run_dir / 'data'})")
+    skipped = (_read_json(run_dir / "data" / SKIPPED_FILE) or {}).get("skipped_lines", 0)
+    if skipped:
+        say(f"skipped {skipped} bad data rows (data.skip_bad); each with its reason in {run_dir / 'data' / SKIPPED_FILE}")
     # 3. The policy to start from: the model, or the output of the supervised warm start.
     policy = _resolve_policy(cfg, run_dir, train_examples, validation_examples, say)
     # 4. The trainer.
@@ -95,6 +99,7 @@ def train(cfg: TrainConfig, resume: bool = False, console: Any = None, rewards: 
         train_examples=len(train_examples),
         validation_examples=len(validation_examples),
         dropped_long_prompts=dropped,
+        skipped_bad_rows=skipped,
         base_validation=_read_json(run_dir / "warm_start" / BASE_VALIDATION),
         warm_start=_read_json(run_dir / "warm_start" / "done.json"),
         first_validation=_first_validation(run_dir),

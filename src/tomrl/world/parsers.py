@@ -40,7 +40,6 @@ labels and ToMi's labels follow; Hi-ToM's vanilla-prompt (VP) labels follow ``"o
 from __future__ import annotations
 
 import re
-from typing import Literal
 
 from tomrl.world.oracle import BeliefOracle, Semantics
 from tomrl.world.world import (
@@ -55,8 +54,7 @@ from tomrl.world.world import (
     Query,
     Stay,
 )
-
-Style = Literal["hitom", "tomi"]
+from tomrl.world.sentences import Style
 
 _NAME = r"[A-Z][A-Za-z]*"
 _THING = r"[A-Za-z_][A-Za-z0-9_]*"
