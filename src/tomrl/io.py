@@ -16,6 +16,11 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
+# Read once at import: reading the umask means setting it, which is not safe while other threads
+# create files.
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
+
 
 class BadInputError(ValueError):
     """Input that cannot be used; the message names the file, line and field."""
@@ -27,6 +32,9 @@ def atomic_open(path: str | Path, mode: str = "w", encoding: str | None = "utf-8
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    # mkstemp makes the file 0600; give it the permissions open() would (0666 less the umask), so
+    # results and reports stay readable by the group as the user's umask says.
+    os.chmod(tmp, 0o666 & ~_UMASK)
     try:
         with os.fdopen(fd, mode, encoding=None if "b" in mode else encoding) as handle:
             yield handle
