@@ -48,7 +48,7 @@ class DemoConfig:
         help="tomrl eval benchmarks run before and after training; those whose data is not on this machine are "
         "skipped with a note (the held-out validation by order is always reported)",
     )
-    eval_limit: int = setting(30, help="questions per evaluation benchmark (spread over orders, seeded)")
+    eval_limit: int = setting(100, help="questions per evaluation benchmark (spread over orders, seeded)")
     eval_max_new_tokens: int = setting(160, help="token budget of each evaluation answer")
 
     def __post_init__(self) -> None:
