@@ -40,12 +40,16 @@ def rollouts_by_step(run: Path) -> dict[int, list[tuple[str, str]]]:
     return steps
 
 
-def test_resume_after_sigkill_matches_uninterrupted_run(tmp_path):
+# bfloat16 on a CPU decodes rollouts with a bf16 copy of the policy, built on the first step of
+# every process: a resumed run builds it again, which must not draw from the random state.
+@pytest.mark.parametrize("precision", ["float32", "bfloat16"])
+def test_resume_after_sigkill_matches_uninterrupted_run(tmp_path, precision):
     config = "configs/train/smoke_cpu.yaml"
     reference, killed = tmp_path / "reference", tmp_path / "killed"
-    finish(tomrl("train", "--config", config, f"run_dir={reference}", *OVERRIDES))
+    overrides = [*OVERRIDES, f"precision={precision}"]
+    finish(tomrl("train", "--config", config, f"run_dir={reference}", *overrides))
 
-    process = tomrl("train", "--config", config, f"run_dir={killed}", *OVERRIDES)
+    process = tomrl("train", "--config", config, f"run_dir={killed}", *overrides)
     deadline = time.time() + 300
     while not (killed / "checkpoints" / "checkpoint-1").is_dir():
         assert process.poll() is None, "the run ended before it could be killed"

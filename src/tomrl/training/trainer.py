@@ -81,7 +81,11 @@ class TomrlGRPOTrainer(GRPOTrainer):
         if getattr(self, "_bf16_shadow", None) is None:
             from transformers import AutoModelForCausalLM
 
-            self._bf16_shadow = AutoModelForCausalLM.from_config(unwrapped_model.config, dtype=torch.bfloat16).eval()
+            # Built on the first step of every process, so also right after a resume has restored
+            # the random state: its (discarded) random initialisation must not draw from that
+            # state, or a resumed run would sample other rollouts than an uninterrupted one.
+            with torch.random.fork_rng(devices=[]):
+                self._bf16_shadow = AutoModelForCausalLM.from_config(unwrapped_model.config, dtype=torch.bfloat16).eval()
             self._bf16_shadow.generation_config = unwrapped_model.generation_config
             self._bf16_shadow_step = None
         if self._bf16_shadow_step != self.state.global_step:
