@@ -11,4 +11,5 @@ test: setup
 	.venv/bin/python -m pytest -m "not slow" -q
 
 test-slow: setup
-	.venv/bin/python -m pytest -m slow -q
+	.venv/bin/tomrl models prepare smollm2-135m   # the slow tests include the real embedded model
+	.venv/bin/python -m pytest -m slow -q -rs
