@@ -149,13 +149,8 @@ class HFEngine:
         generator_seed = sampling.seed
         for start in range(0, len(order), self.batch_size):
             batch = order[start : start + self.batch_size]
-            width = max(len(token_lists[i]) for i in batch)
-            ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
-            mask = torch.zeros((len(batch), width), dtype=torch.long)
-            for row, i in enumerate(batch):
-                tokens = token_lists[i]
-                ids[row, width - len(tokens) :] = torch.tensor(tokens)
-                mask[row, width - len(tokens) :] = 1
+            ids, mask = left_padded([token_lists[i] for i in batch], pad_id)
+            width = ids.shape[1]
             torch.manual_seed(generator_seed + start)
             kwargs = dict(max_new_tokens=sampling.max_new_tokens, pad_token_id=pad_id, eos_token_id=sorted(self.eos_ids))
             if sampling.greedy:
@@ -170,6 +165,19 @@ class HFEngine:
             for row, i in enumerate(batch):
                 new = output[row, width:].tolist()
                 yield _finish(i, new, len(token_lists[i]), self.tokenizer, self.eos_ids, sampling)
+
+
+def left_padded(token_lists: Sequence[list[int]], pad_id: int):
+    """``(input_ids, attention_mask)`` of ``token_lists`` left-padded to the longest (for ``model.generate``)."""
+    import torch
+
+    width = max(len(tokens) for tokens in token_lists)
+    ids = torch.full((len(token_lists), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(token_lists), width), dtype=torch.long)
+    for row, tokens in enumerate(token_lists):
+        ids[row, width - len(tokens) :] = torch.tensor(tokens)
+        mask[row, width - len(tokens) :] = 1
+    return ids, mask
 
 
 def slot_path_supported(model) -> bool:

@@ -113,8 +113,7 @@ def _generate_with_slots(model, tokenizer, prompts, max_new_tokens, temperature,
 
 
 def _generate_with_transformers(model, tokenizer, prompts, max_new_tokens, temperature, top_p, batch_size, progress):
-    import torch
-
+    from tomrl.evaluation.hf import left_padded
     from tomrl.training.trainer import cut_completion
 
     device = next(model.parameters()).device
@@ -126,13 +125,8 @@ def _generate_with_transformers(model, tokenizer, prompts, max_new_tokens, tempe
     sampling = {"do_sample": True, "temperature": temperature, "top_p": top_p} if temperature > 0 else {"do_sample": False}
     for start in range(0, len(order), batch_size):
         batch = order[start : start + batch_size]
-        width = max(len(token_lists[i]) for i in batch)
-        input_ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
-        attention_mask = torch.zeros((len(batch), width), dtype=torch.long)
-        for row, index in enumerate(batch):
-            ids = token_lists[index]
-            input_ids[row, width - len(ids) :] = torch.tensor(ids)
-            attention_mask[row, width - len(ids) :] = 1
+        input_ids, attention_mask = left_padded([token_lists[i] for i in batch], pad_id)
+        width = input_ids.shape[1]
         output = model.generate(
             input_ids=input_ids.to(device),
             attention_mask=attention_mask.to(device),
