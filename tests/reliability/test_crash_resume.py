@@ -211,7 +211,8 @@ components:
     split_counts: {train: 8, validation: 4, test: 4}
 """
 
-RECIPE_CRASH = textwrap.dedent(
+# A child-process preamble: exit like SIGKILL right after the sys.argv[2]-th file tomrl.io writes.
+CRASH_AFTER_FILES = textwrap.dedent(
     """
     import contextlib, os, sys
     import tomrl.io as io
@@ -225,6 +226,11 @@ RECIPE_CRASH = textwrap.dedent(
         if written == int(sys.argv[2]):
             os._exit(9)  # like SIGKILL between two files
     io.atomic_open = crash_after_some_files
+    """
+)
+
+RECIPE_CRASH = CRASH_AFTER_FILES + textwrap.dedent(
+    """
     from tomrl.cli import main
     sys.exit(main(["data", "load", "recipe:" + sys.argv[3], "--out", sys.argv[1]]))
     """
@@ -309,20 +315,8 @@ def test_recipe_rerun_over_an_old_folder_cut_at_each_rename(tmp_path, renames):
 
 # --------------------------------------------------------------------------- the training data a run freezes
 
-DATA_CRASH = textwrap.dedent(
+DATA_CRASH = CRASH_AFTER_FILES + textwrap.dedent(
     """
-    import contextlib, os, sys
-    import tomrl.io as io
-    real, written = io.atomic_open, 0
-    @contextlib.contextmanager
-    def crash_after_some_files(*args, **kwargs):
-        global written
-        with real(*args, **kwargs) as handle:
-            yield handle
-        written += 1
-        if written == int(sys.argv[2]):
-            os._exit(9)
-    io.atomic_open = crash_after_some_files
     from tomrl.config import load_config
     from tomrl.training.config import TrainConfig
     from tomrl.training.data import prepare_data
