@@ -49,3 +49,14 @@ def test_prepare_then_list_embedded_model(tmp_path):
     assert (folder / "model.safetensors").exists() and not list(folder.glob("*.gguf"))
     again = subprocess.run([*cli, "prepare", "smollm2-135m"], env=env, capture_output=True, text=True, check=True)
     assert "already prepared" in again.stdout
+
+
+def test_precision_auto_follows_the_cpu_probe_and_explicit_values_pass_through():
+    from tomrl.models import cpu_runs_bf16_fast, resolve_precision
+
+    fast, why = cpu_runs_bf16_fast()
+    chosen, reason = resolve_precision("auto", "cpu")
+    assert chosen == ("bfloat16" if fast else "float32")
+    assert why in reason and ("bf16" in why)
+    assert resolve_precision("float32", "cpu")[0] == "float32"
+    assert resolve_precision("bfloat16", "cpu")[0] == "bfloat16"  # an explicit choice is obeyed, even where slow

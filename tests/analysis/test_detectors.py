@@ -9,6 +9,7 @@ import pytest
 
 from tomrl.analysis.detectors import (
     FIRED,
+    INCONCLUSIVE,
     NOT_ENOUGH_DATA,
     NOT_FIRED,
     BeliefCount,
@@ -164,6 +165,15 @@ def test_inverted_difficulty_not_fired_when_intervals_cannot_tell():
     assert result.data["tests"] == 1 + 6
 
 
+def test_inverted_difficulty_is_inconclusive_on_paper_a_curve_at_twenty_per_order():
+    # Paper A's own inverted curve cannot be seen with 20 questions per order: "no inversion" would be a false claim.
+    result = detect_inverted_difficulty(by_order([52, 68, 67, 85, 83], n=20))
+    assert not result.fired
+    assert result.verdict.startswith(INCONCLUSIVE) and "n = 20" in result.verdict
+    assert result.data["minimal_detectable_effect"] > 0.31
+    assert detect_inverted_difficulty(by_order([52, 68, 67, 85, 83], n=100)).fired  # with enough questions it fires
+
+
 def test_inverted_difficulty_needs_two_orders():
     assert detect_inverted_difficulty({2: from_counts(5, 10), 3: from_counts(0, 0)}).verdict == NOT_ENOUGH_DATA
 
@@ -198,6 +208,18 @@ def test_negative_transfer_compares_all_tasks_when_the_mixture_is_unknown():
     trained = {"mystery": {"tomi": from_counts(100, 300)}}
     result = detect_negative_transfer(base, trained, None)
     assert result.fired and result.data["unknown_training_tasks"] == ["mystery"]
+
+
+def test_negative_transfer_is_vacuous_when_the_base_scores_zero():
+    base = {"tomi": from_counts(0, 300), "hitom": from_counts(0, 300)}
+    trained = {"m": {"tomi": from_counts(100, 300), "hitom": from_counts(0, 300)}}
+    result = detect_negative_transfer(base, trained, {"m": []})
+    assert not result.fired and result.verdict.startswith(INCONCLUSIVE) and "0 %" in result.verdict
+
+
+def test_negative_transfer_is_inconclusive_on_small_samples():
+    result = detect_negative_transfer({"tomi": from_counts(5, 10)}, {"m": {"tomi": from_counts(4, 10)}}, {"m": []})
+    assert not result.fired and result.verdict.startswith(INCONCLUSIVE)
 
 
 def test_negative_transfer_without_shared_tasks_is_not_enough_data():

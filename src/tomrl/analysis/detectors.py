@@ -43,6 +43,7 @@ from tomrl.analysis.significance import (
     difference_interval,
     from_counts,
     linear_combination_interval,
+    minimal_detectable_difference,
     window_change,
     z_for,
 )
@@ -51,6 +52,11 @@ from tomrl.stats import Accuracy
 FIRED = "fired"
 NOT_FIRED = "not fired"
 NOT_ENOUGH_DATA = "not enough data"
+INCONCLUSIVE = "inconclusive"  # verdicts start with it: the test could not have seen the effect it looks for
+# Effects the papers report, used as the size a detector must be able to see before "not fired" means
+# "absent": Paper A's 0.5B model scores 31 points more on order 4 than on order 0 (52 → 83 %), and
+# Paper B's order-4-only training drops order 1 by 31 points.
+REFERENCE_EFFECT = {"inverted_difficulty": 0.31, "negative_transfer": 0.31}
 
 
 @dataclass(frozen=True)
@@ -117,6 +123,19 @@ def _clean_series(steps: Sequence[float], *series: Sequence[float | None]) -> li
             continue
         rows.append(tuple(float(v) for v in values))
     return sorted(rows)
+
+
+def _inconclusive_verdict(name: str, smallest_n: tuple[int, int], level: float) -> tuple[str, float] | None:
+    """``(verdict, mde)`` when a test on these sample sizes could not see the papers' effect, else None.
+
+    The minimal detectable effect is that of one comparison at ``level`` with 80 % power; the
+    detector's Bonferroni-corrected tests see even less.
+    """
+    mde = minimal_detectable_difference(*smallest_n, level=level)
+    if mde <= REFERENCE_EFFECT[name]:
+        return None
+    return (f"{INCONCLUSIVE} (n = {smallest_n[0]} and {smallest_n[1]}, minimal detectable effect "
+            f"{100 * mde:.0f} points > the {100 * REFERENCE_EFFECT[name]:.0f} the papers report)"), mde
 
 
 # --------------------------------------------------------------------------- reasoning collapse
@@ -298,6 +317,20 @@ def detect_inverted_difficulty(
         "comparisons": comparisons, "tests": tests, "test_level": test_level, "level": level,
     }
     if not (trend_up or inversions):
+        extremes = (accuracy_by_order[orders[0]].n, accuracy_by_order[orders[-1]].n)
+        underpowered = _inconclusive_verdict(name, extremes, test_level)
+        if underpowered is not None:
+            verdict, mde = underpowered
+            data["minimal_detectable_effect"] = mde
+            evidence.append(("power", f"order {orders[-1]} vs order {orders[0]}: minimal detectable difference "
+                                      f"{100 * mde:.0f} points (80 % power)"))
+            return DetectorResult(
+                name, title, subject, False, verdict,
+                "Inconclusive: accuracy does not rise significantly with the order, but with this few questions per "
+                "order even an inversion as large as Paper A's (52 % on order 0, 83 % on order 4) could be missed. "
+                "Evaluate more questions per order before calling difficulty 'not inverted'.",
+                tuple(evidence), data,
+            )
         return DetectorResult(
             name, title, subject, False, NOT_FIRED,
             "No inverted difficulty: accuracy does not rise with the order of belief beyond what chance allows "
@@ -377,6 +410,26 @@ def detect_negative_transfer(
     data = {"comparisons": comparisons, "tests": len(candidates), "test_level": test_level, "level": level,
             "unknown_training_tasks": unknown}
     if not drops:
+        floor = sorted({c[1] for c in candidates if base[c[1]].k == 0})
+        smallest = min(candidates, key=lambda c: min(c[2].n, base[c[1]].n))
+        underpowered = _inconclusive_verdict(name, (smallest[2].n, base[smallest[1]].n), test_level)
+        if len(floor) == len({c[1] for c in candidates}):
+            data["base_at_zero"] = floor
+            return DetectorResult(
+                name, title, subject, False, f"{INCONCLUSIVE} (the base model scores 0 % on every compared task)",
+                "Inconclusive: the base model answers none of these questions, so no trained model can fall below it; "
+                "the test is vacuous here. Compare against a base that scores above zero (or a warm-started model).",
+                tuple(evidence), data,
+            )
+        if underpowered is not None:
+            verdict, mde = underpowered
+            data["minimal_detectable_effect"] = mde
+            return DetectorResult(
+                name, title, subject, False, verdict,
+                "Inconclusive: no significant drop, but these sample sizes could miss a drop as large as Paper B's "
+                "(31 points).",
+                tuple(evidence), data,
+            )
         return DetectorResult(
             name, title, subject, False, NOT_FIRED,
             "No negative transfer: no trained mixture scores significantly below the base model on a task it was "

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Union
 
-from tomrl.analysis.detectors import NOT_ENOUGH_DATA, DetectorResult
+from tomrl.analysis.detectors import INCONCLUSIVE, NOT_ENOUGH_DATA, DetectorResult
 from tomrl.io import atomic_write_text
 
 
@@ -163,7 +163,7 @@ def _html_block(block: Block, folder: Path) -> str:
                 f"<figcaption>{caption}</figcaption></figure>")
     if isinstance(block, Finding):
         result = block.result
-        kind = "fired" if result.fired else ("clear" if result.verdict != NOT_ENOUGH_DATA else "")
+        kind = "fired" if result.fired else ("clear" if result.verdict != NOT_ENOUGH_DATA and not result.verdict.startswith(INCONCLUSIVE) else "")
         parts = [f'<div class="finding {kind}">', f"<h4>{html.escape(_finding_heading(result))}</h4>",
                  f"<p>{html.escape(result.explanation)}</p>"]
         if result.evidence:

@@ -114,6 +114,19 @@ def difference_interval(a: Accuracy, b: Accuracy, level: float = 0.95) -> Interv
     return linear_combination_interval([(1.0, a), (-1.0, b)], level)
 
 
+def minimal_detectable_difference(n_a: int, n_b: int, level: float = 0.95, power: float = 0.8, rate: float = 0.5) -> float:
+    """The smallest difference of two accuracies (on ``n_a`` and ``n_b`` questions) that a two-sided
+    test at ``level`` detects with probability ``power``: ``(z_level + z_power) · sqrt(p(1−p)(1/n_a + 1/n_b))``.
+
+    ``rate`` is the accuracy assumed for the variance; 0.5 (the default) is the worst case, so the
+    figure does not shrink to nothing when an observed accuracy happens to be 0 % or 100 %.
+    """
+    if n_a <= 0 or n_b <= 0:
+        return math.inf
+    z_power = NormalDist().inv_cdf(power)
+    return (z_for(level) + z_power) * math.sqrt(rate * (1 - rate) * (1 / n_a + 1 / n_b))
+
+
 def pooled(accuracies: Sequence[Accuracy]) -> Accuracy:
     """One accuracy over the union of several disjoint question sets."""
     return from_counts(sum(a.k for a in accuracies), sum(a.n for a in accuracies))

@@ -35,7 +35,9 @@ class DataConfig:
         default_factory=list, help="unified-schema JSONL files of the held-out validation set (evaluated every eval.every_steps)"
     )
     recipe: str | None = setting(
-        None, help="name of a paper data recipe (tomrl.recipes.build_recipe), e.g. paper_a; gives train and validation sets"
+        None,
+        help="name or file of a data recipe (configs/recipes, e.g. tomrl-paper): gives the train and validation (dev) "
+        "sets; its test sets are for `tomrl eval` after training",
     )
     generate: str | None = setting(
         None,
@@ -61,6 +63,13 @@ class DataConfig:
         False,
         help="skip bad rows of train_files / validation_files (counted; listed with their reasons in RUN_DIR/data/"
         "skipped.json) instead of stopping at the first (also: tomrl train --skip-bad)",
+    )
+
+    allow_test_validation: bool = setting(
+        False,
+        help="allow a validation set that shares stories with a known test set (a benchmark, or a test split of the "
+        "recipe): best/ and the validation curve then select on test data. Off: such a config is an error. On: the "
+        "overlap is recorded in RUN_DIR/data/split_check.json and summary.json, and every report warns on its first line",
     )
 
     def __post_init__(self) -> None:
@@ -175,8 +184,9 @@ class TrainConfig:
     top_p: float = setting(1.0, help="rollout top-p")
     stop_at_answer: bool = setting(
         False,
-        help="end a rollout right after its first '</answer>' (saves tokens; the papers generate until EOS, so a "
-        "second tag block after '</answer>' is never seen and never penalised)",
+        help="a speed option for CPU demos and smoke runs: end every rollout and validation answer right after its "
+        "first '</answer>' (truncates there, so text after it is never generated, scored or penalised). Off for paper "
+        "fidelity: the papers generate to EOS or the length limit and Paper A scores the last answer tag",
     )
     kl_coef: float = setting(0.001, help="KL coefficient beta (Paper A: 0.001 in the loss)")
     kl_estimator: KLEstimator = setting(
@@ -197,8 +207,10 @@ class TrainConfig:
     num_iterations: int = setting(1, help="optimisation passes over each batch of rollouts (PPO epochs)")
     mask_truncated_completions: bool = setting(False, help="exclude completions cut by max_completion_length from the loss")
     gradient_checkpointing: bool = setting(False, help="recompute activations in the backward pass (saves GPU memory)")
-    precision: Literal["float32", "bfloat16", "float16"] = setting(
-        "float32", help="training precision (bfloat16 on GPUs that support it; float32 on CPU)"
+    precision: Literal["auto", "float32", "bfloat16", "float16"] = setting(
+        "auto",
+        help="training precision; auto = bfloat16 on GPUs that support it, and on CPUs only where a capability check "
+        "(AVX512-BF16/AMX) and a short matmul probe show bf16 faster than float32 (logged at start); float32 otherwise",
     )
     lora: LoraSettings = setting(default_factory=LoraSettings, help="LoRA (PEFT) options")
     use_vllm: bool = setting(False, help="generate rollouts with vLLM (must be installed; GPU)")

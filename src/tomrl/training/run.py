@@ -18,12 +18,13 @@ import json
 import os
 import shutil
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from tomrl.config import ConfigError, config_to_dict, save_config
 from tomrl.io import atomic_write_json
+from tomrl.models import resolve_precision
 from tomrl.schema import Example
 from tomrl.training import checkpoints
 from tomrl.training.config import TrainConfig
@@ -47,9 +48,12 @@ class RunSummary:
     best_validation: dict | None
     resumed_from: str | None
     skipped_bad_rows: int = 0  # data.skip_bad: rows left out (listed in RUN_DIR/data/skipped.json)
+    split_check: dict | None = None  # the split rule's finding (RUN_DIR/data/split_check.json)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        # A run that validated on test stories (data.allow_test_validation) says so first.
+        warning = (self.split_check or {}).get("warning")
+        return {"warning": warning, **asdict(self)} if warning else asdict(self)
 
 
 def train(cfg: TrainConfig, resume: bool = False, console: Any = None, rewards: list | None = None) -> RunSummary:
@@ -61,6 +65,7 @@ def train(cfg: TrainConfig, resume: bool = False, console: Any = None, rewards: 
     from accelerate import PartialState
 
     from tomrl.training.data import SKIPPED_FILE, prepare_data
+    from tomrl.training.split_rule import read_split_check
 
     started = time.time()
     run_dir = Path(cfg.run_dir)
@@ -72,8 +77,15 @@ def train(cfg: TrainConfig, resume: bool = False, console: Any = None, rewards: 
         if state.is_main_process:
             _set_up_run_dir(cfg, run_dir, resume)
         train_examples, validation_examples = prepare_data(cfg, run_dir)
+    # The config keeps "auto" (a resumed run re-decides on the machine it runs on); the run uses the choice.
+    precision, why = resolve_precision(cfg.precision, state.device.type)
+    cfg = replace(cfg, precision=precision)
+    say(why)
     resume_from = checkpoints.latest_checkpoint(run_dir) if resume else None
     _seed_everything(cfg.seed)
+    split_check = read_split_check(run_dir)
+    if split_check and split_check.get("warning"):
+        say(split_check["warning"])
     say(f"data: {len(train_examples)} training and {len(validation_examples)} validation examples ({run_dir / 'data'})")
     skipped = (_read_json(run_dir / "data" / SKIPPED_FILE) or {}).get("skipped_lines", 0)
     if skipped:
@@ -106,6 +118,7 @@ def train(cfg: TrainConfig, resume: bool = False, console: Any = None, rewards: 
         last_validation=_last_validation(run_dir),
         best_validation=_best_validation(run_dir),
         resumed_from=str(resume_from) if resume_from else None,
+        split_check=split_check,
     )
     if trainer.accelerator.is_main_process:
         atomic_write_json(run_dir / "summary.json", summary.to_dict())
@@ -146,7 +159,8 @@ def build_trainer(
     progress = RichProgress(enabled=cfg.progress)
     logger = StepLogger(run_dir, tensorboard="tensorboard" in cfg.report_to)
     validator = Validator(
-        run_dir, validation_examples, validation_prompts, cfg.eval, prefill, tokenizer, cfg.seed, progress, generation_dtype(cfg.precision)
+        run_dir, validation_examples, validation_prompts, cfg.eval, prefill, tokenizer, cfg.seed, progress, generation_dtype(cfg.precision),
+        stop_at_answer=cfg.stop_at_answer,
     )
     trainer = TomrlGRPOTrainer(
         model=policy,
