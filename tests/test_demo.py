@@ -20,12 +20,21 @@ def test_quick_demo_runs_every_stage_and_writes_the_report(tmp_path, shared_data
     for stage in range(1, 8):
         assert f"tomrl demo · {stage}/7" in result.stdout
     assert (out / "train" / "data" / "train.jsonl").exists() and (out / "audit.md").exists()
-    for which in ("base", "trained"):
-        results = json.loads((out / "eval" / which / "results.json").read_text())
-        assert "hitom600" in json.dumps(results)
+    sets = {"dev", "neutral", "neutral-orders3-4", "pairs", "swap", "hitom600"}
+    assert {p.stem for p in (out / "eval_sets").glob("*.jsonl")} == sets
+    for which in ("base", "rl"):  # the smoke config has no warm start
+        results = json.dumps(json.loads((out / "eval" / which / "results.json").read_text()))
+        assert all(f"file-{name}" in results for name in sets)
+    comparison = json.loads((out / "comparison.json").read_text())
+    assert comparison["models"] == ["base", "RL"]
+    rows = {(row["set"], row["group"]) for row in comparison["rows"]}
+    assert {("neutral", "order 2"), ("pairs", "pairs"), ("swap", "pairs"), ("hitom600", "all")} <= rows
+    assert all(row["rule_accuracy"] is not None for row in comparison["rows"] if row["set"] != "dev" or row["group"] == "all")
     report = (out / "report" / "report.html").read_text()
-    assert "<html" in report.lower() and (out / "report" / "report.md").exists()
-    assert "held-out generated stories" in result.stdout and "(n=" in result.stdout
+    assert "<html" in report.lower() and (out / "report" / "report.md").exists() and "Models beside the best no-ToM rule" in report
+    assert "best no-ToM rule" in (out / "comparison.md").read_text() and "base → RL" in (out / "comparison.md").read_text()
+    swap_pairs = next(row for row in comparison["rows"] if row["set"] == "swap" and row["unit"] == "pair")
+    assert swap_pairs["rule_accuracy"]["k"] == 0 and swap_pairs["beats_rule"] == []  # 0 of 3 pairs does not beat 0 %
     # Started again, the demo reuses every finished stage instead of redoing it.
     again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
     assert again.returncode == 0, again.stderr[-3000:]

@@ -28,7 +28,8 @@ def test_the_paper_recipes_are_shipped():
 def test_tomrl_paper_is_the_release(shared_data, tmp_path):
     result, manifest = write_recipe("tomrl-paper", tmp_path)
     files = {k: v["rows"] for k, v in manifest["files"].items()}
-    assert files == {"train": 3200, "validation": 8060, "test/hitom600": 600, "test/hitom4": 600, "test/tomi": 5994,
+    # Validation is a dev split: 5 % of the 900 training stories (45, with their 154 rows), never the test file.
+    assert files == {"train": 3046, "validation": 154, "test/hitom600": 600, "test/hitom4": 600, "test/tomi": 5994,
                      "test/exploretom": 1066, "test/exploretom-infilled": 1066}
     train = read_examples(tmp_path / "train.jsonl")
     assert {e.split for e in train} == {"train"} and train[0].meta["recipe"] == "tomrl-paper"
@@ -85,6 +86,21 @@ def test_evaluation_only_data_is_refused_for_training(tmp_path):
         load_recipe(path)
     path.write_text("name: ok\ncomponents:\n  - {name: ot, loader: opentom, split: test, count: 5}\n")
     assert load_recipe(path).components[0].loader == "opentom"
+
+
+def test_validation_share_holds_whole_stories_out_of_training(tmp_path):
+    pytest.importorskip("tomrl.generators", reason="the recipe uses tomrl's generator")
+    path = tmp_path / "dev.yaml"
+    path.write_text("name: dev\ncomponents:\n  - name: gen\n    generate: {benchmark: hitom, n: 40, stories: 20, seed: 3}\n"
+                    "    split: train\n    validation_share: 0.1\n")
+    splits = build_recipe(path)
+    train, dev = splits["train"], splits["validation"]
+    assert len({e.story_id for e in dev}) == 2 and len(train) + len(dev) == 40
+    assert not {story_key(e.story) for e in train} & {story_key(e.story) for e in dev}
+    assert [e.id for e in build_recipe(path)["validation"]] == [e.id for e in dev]  # seeded
+    path.write_text("name: dev\ncomponents:\n  - {name: gen, generate: {n: 4}, split: test, validation_share: 0.1}\n")
+    with pytest.raises(ConfigError, match="validation_share needs split: train"):
+        load_recipe(path)
 
 
 def test_unknown_keys_and_bad_values_are_errors(tmp_path):

@@ -1,4 +1,4 @@
-"""``tomrl demo``: the whole pipeline on the embedded model, with progress shown throughout.
+"""``tomrl demo``: the whole pipeline on the embedded model, evaluated honestly, with progress shown.
 
     tomrl demo                                   # everything, into runs/demo
     tomrl demo out_dir=runs/demo2 seed=1         # key=value overrides of DemoConfig
@@ -8,23 +8,38 @@ Stages, each writing into ``out_dir`` (a stage whose output is already there is 
 demo stopped with Ctrl-C continues where it stopped when started again):
 
 1. prepare the model (the embedded SmolLM2-135M: GGUF → safetensors, verified);
-2. generate the training curriculum and the held-out validation stories (tomrl's generator;
-   labels from the belief oracle; no story shared between them) → ``train/data/``;
-3. audit them: leakage between the two and how far no-ToM shortcuts get → ``audit.md``;
-4. baseline evaluation of the base model → ``eval/base/``;
-5. training with the demo config (validation by order before, during and after;
-   warm start on oracle-written reasoning traces, then GRPO on a curriculum) → ``train/``;
-6. the same evaluation of the trained model → ``eval/trained/``;
-7. the report (HTML + Markdown + plots) over all of it → ``report/``.
+2. data: the training curriculum and its *dev* split (stories held out of training, same
+   generator and words; used for validation during training, never reported as a test) →
+   ``train/data/``; and the evaluation sets, written once to ``eval_sets/``:
 
-The default evaluation uses the held-out generated sets the demo trains for (orders 0-2, one
-chapter) plus Hi-ToM 600, Paper A's benchmark, as an out-of-distribution check; every accuracy is
-printed with n and its 95 % interval.
+   - ``dev``: the dev split (in distribution: differs from training only by its stories);
+   - ``neutral``: shortcut-neutral held-out stories of orders 0-2 (held-out names, objects,
+     containers and rooms; no agent-agnostic rule beats chance by more than 10 points on a
+     belief order; ``configs/generate/hitom_neutral_test.yaml``);
+   - ``neutral-orders3-4``: the same generator on orders 3-4, which training never asks;
+   - ``pairs``: counterfactual minimal pairs (two stories one event apart, gold flips);
+   - ``swap``: the agent-swap control (one story, the question's agents swapped, gold differs);
+   - ``hitom600`` / ``tomi``: a seeded selection of the real benchmarks, when their files are here;
+
+   every generated set shares the training data's story structure (``data.generate_overrides``)
+   so it differs from training only in what its name says;
+3. audit: leakage between training and every set, and the best agent-agnostic rule per set and
+   order → ``audit.md``;
+4. evaluation of the base model on every set → ``eval/base/``;
+5. training (supervised warm start on oracle-written traces, then GRPO) → ``train/``;
+6. the same evaluation of the warm-started model and of the final RL model (``final/``, not the
+   ``best/`` chosen on dev) → ``eval/warm_start/``, ``eval/rl/``;
+7. the comparison (``comparison.md`` / ``.json``: base / warm start / RL beside the best no-ToM
+   rule on every set and order, whether each model beats it, and whether RL gained over the warm
+   start) and the report (HTML + Markdown + plots) → ``report/``.
+
+Each test set is evaluated once per model, after training; nothing in it chose a checkpoint.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +47,7 @@ from pathlib import Path
 from tomrl.config import ConfigError, describe_text, load_config, setting
 
 REPO_CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+MODELS = ("base", "warm start", "RL")  # the three models every set is evaluated on, in training order
 
 
 @dataclass(frozen=True)
@@ -43,17 +59,32 @@ class DemoConfig:
         "configs/train/demo_cpu.yaml", help="training config (relative paths are tried from the working folder, then the repo)"
     )
     train_overrides: list[str] = setting(default_factory=list, help="key=value overrides applied to the training config")
-    eval_benchmarks: list[str] = setting(
-        default_factory=lambda: ["hitom600"],
-        help="tomrl eval benchmarks run before and after training; those whose data is not on this machine are "
-        "skipped with a note (the held-out validation by order is always reported)",
+    neutral_config: str = setting(
+        "configs/generate/hitom_neutral_test.yaml",
+        help="generator config of the shortcut-neutral held-out sets (held-out words); the training data's "
+        "data.generate_overrides are applied on top, so the sets share the training stories' structure",
     )
-    eval_limit: int = setting(100, help="questions per evaluation benchmark (spread over orders, seeded)")
+    neutral_per_order: int = setting(100, help="shortcut-neutral held-out questions per trained order (0-2)")
+    higher_orders: list[int] = setting(default_factory=lambda: [3, 4], help="untrained orders evaluated on the neutral generator")
+    higher_per_order: int = setting(50, help="questions per untrained order")
+    contrast_pairs: int = setting(60, help="counterfactual pairs, and agent-swap pairs, each (two questions per pair)")
+    eval_benchmarks: list[str] = setting(
+        default_factory=lambda: ["hitom600", "tomi"],
+        help="real benchmarks evaluated beside the generated sets; those whose data is not on this machine are "
+        "skipped with a note",
+    )
+    eval_limit: int = setting(100, help="questions of each real benchmark (spread over orders, seeded)")
     eval_max_new_tokens: int = setting(160, help="token budget of each evaluation answer")
+    eval_stop_at_answer: bool = setting(
+        True,
+        help="speed option: stop each evaluation answer at its first '</answer>' (strict scoring is unaffected for "
+        "answers that close their tag; Paper A's generate-to-EOS protocol is `tomrl eval` with stop_at_answer=false)",
+    )
 
     def __post_init__(self) -> None:
-        if self.eval_limit < 1:
-            raise ValueError(f"eval_limit must be >= 1, got {self.eval_limit}")
+        for name in ("eval_limit", "neutral_per_order", "higher_per_order", "contrast_pairs"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
 
 
 def register(parser: argparse.ArgumentParser) -> None:
@@ -69,7 +100,7 @@ def _find_config(path: str) -> Path:
     in_repo = REPO_CONFIGS.parent / path
     if in_repo.exists():
         return in_repo
-    raise ConfigError(f"training config not found: {path} (also looked in {REPO_CONFIGS.parent})")
+    raise ConfigError(f"config not found: {path} (also looked in {REPO_CONFIGS.parent})")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -102,54 +133,139 @@ def run(args: argparse.Namespace) -> int:
         [f"model={cfg.model}", f"run_dir={train_dir}", f"seed={cfg.seed}", *cfg.train_overrides],
     )
 
-    # 2. Data: the curriculum and the held-out validation stories, frozen in train/data.
+    # 2. Data: the curriculum and its dev split, frozen in train/data; the evaluation sets in eval_sets/.
     stage(2, "generate data")
     from tomrl.training.data import prepare_data
 
-    train_examples, validation_examples = prepare_data(train_cfg, train_dir)
+    train_examples, dev_examples = prepare_data(train_cfg, train_dir)
     console.print(
-        f"{len(train_examples)} training and {len(validation_examples)} held-out validation questions "
-        f"in {train_dir / 'data'} (seed {cfg.seed})"
+        f"{len(train_examples)} training and {len(dev_examples)} dev questions in {train_dir / 'data'} (seed {cfg.seed})"
     )
+    eval_sets = build_eval_sets(cfg, train_cfg, dev_examples, out / "eval_sets", console)
 
-    # 3. Audit: leakage between them and the no-ToM shortcuts on the held-out set.
+    # 3. Audit: leakage between training and each set, and the best agent-agnostic rule on each.
     stage(3, "audit")
     from tomrl.audit.report import audit, to_markdown
     from tomrl.io import atomic_write_json, atomic_write_text
 
-    report = audit(("train", train_examples), [("validation", validation_examples)], seed=cfg.seed)
+    report = audit(("train", train_examples), [(s.name, list(s.examples)) for s in eval_sets], seed=cfg.seed)
     atomic_write_text(out / "audit.md", to_markdown(report))
     atomic_write_json(out / "audit.json", report)
-    leaked = report["tests"][0]["leakage"]
-    console.print(f"audit written to {out / 'audit.md'}; leakage: {_leak_summary(leaked)}")
+    for test in report["tests"]:
+        console.print(f"{test['file']}: {_leak_summary(test.get('leakage'))}")
 
-    # 4-6. Baseline evaluation, training, evaluation of the trained model.
-    stage(4, "baseline evaluation")
-    base_eval = _evaluate(cfg, cfg.model, out / "eval" / "base", console)
+    # 4-6. Evaluation of the base model, training, evaluation of the warm-started and RL models.
+    files = [str(out / "eval_sets" / f"{s.name}.jsonl") for s in eval_sets]
+    stage(4, "evaluate the base model")
+    _evaluate(cfg, cfg.model, files, out / "eval" / "base", console)
     stage(5, "train")
     summary = _train(train_cfg, train_dir, console)
-    stage(6, "evaluate the trained model")
-    trained_eval = _evaluate(cfg, str(train_dir / "final"), out / "eval" / "trained", console)
+    stage(6, "evaluate the warm-started and the RL model")
+    from tomrl.training.sft_warmstart import WARM_START
 
-    # 7. The report.
-    stage(7, "report")
+    folders = {"base": out / "eval" / "base"}
+    if (train_dir / WARM_START / "model").exists():
+        _evaluate(cfg, str(train_dir / WARM_START / "model"), files, out / "eval" / "warm_start", console)
+        folders["warm start"] = out / "eval" / "warm_start"
+    _evaluate(cfg, str(train_dir / "final"), files, out / "eval" / "rl", console)
+    folders["RL"] = out / "eval" / "rl"
+
+    # 7. The comparison and the report.
+    stage(7, "compare and report")
+    from tomrl.analysis.comparison import compare, table_rows
+    from tomrl.analysis.comparison import to_markdown as comparison_markdown
     from tomrl.analysis.report import default_options, write_report
     from tomrl.analysis.runs import load_runs
 
-    folders = [folder for folder in (train_dir, base_eval, trained_eval) if folder is not None]
-    written = write_report(load_runs(folders), out / "report", default_options())
-    _print_before_after(summary, console)
+    comparison = compare(eval_sets, {label: _samples_by_set(folder) for label, folder in folders.items()})
+    comparison["setup"] = {"seed": cfg.seed, "model": cfg.model, "training": str(train_dir), "scoring": "strict, greedy",
+                           "evaluated": {label: str(folder) for label, folder in folders.items()}}
+    caption = (f"tomrl demo, seed {cfg.seed}: {cfg.model}, {' → '.join(folders)} ({summary.steps} RL steps, final/), "
+               "each set evaluated once per model, after training")
+    atomic_write_text(out / "comparison.md", comparison_markdown(comparison, caption))
+    atomic_write_json(out / "comparison.json", comparison)
+    written = write_report(load_runs([train_dir, *folders.values()]), out / "report", default_options(comparison=comparison))
+    _print_comparison(comparison, caption, console, table_rows)
     console.rule(f"[bold green]demo finished in {(time.time() - started) / 60:.1f} min")
+    console.print(f"comparison: {out / 'comparison.md'}")
     for kind, path in written.items():
         console.print(f"report ({kind}): {path}")
     return 0
+
+
+def build_eval_sets(cfg: DemoConfig, train_cfg, dev_examples, folder: Path, console) -> list:
+    """The demo's evaluation sets (see the module docstring), each written once to ``folder/NAME.jsonl``."""
+    from dataclasses import replace
+
+    from tomrl.analysis.comparison import EvalSet
+    from tomrl.generators import generate
+    from tomrl.generators.config import GenerateConfig
+    from tomrl.schema import read_examples, write_examples
+
+    # The training stories' shape (chapters, deception, distractors), not their words: the sets draw theirs
+    # from the held-out pool of the neutral config.
+    structure = [item for item in train_cfg.data.generate_overrides if item.split("=", 1)[0].strip() != "vocabulary"]
+    neutral_config = _find_config(cfg.neutral_config)
+    seed = cfg.seed * 1000 + 7  # never a training seed (those are seed * 1000 + stage, and + 999 for dev)
+    # Five agents: with as many agents as the order, the chain is everyone and "the place after the first
+    # exit" answers every question (measured: 100 % on order 4 with four agents, 56 % = chance + 8 with five).
+    agents_for_higher = 5
+    generated = {
+        "neutral": ("shortcut-neutral held-out, orders 0-2", "stories and words",
+                    [f"n={3 * cfg.neutral_per_order}", "orders=[0, 1, 2]", "agents=4"]),
+        "neutral-orders3-4": ("shortcut-neutral held-out, untrained orders", "orders, stories and words",
+                              [f"n={len(cfg.higher_orders) * cfg.higher_per_order}", f"orders={list(cfg.higher_orders)}",
+                               f"agents={agents_for_higher}"]),
+        "pairs": ("counterfactual pairs, orders 0-2", "stories and words",
+                  [f"n={2 * cfg.contrast_pairs}", "orders=[0, 1, 2]", "agents=4", "pairs=true", "shortcut_neutral=true"]),
+        "swap": ("agent-swap control, orders 1-2", "stories and words",
+                 [f"n={2 * cfg.contrast_pairs}", "orders=[1, 2]", "agents=4", "agent_swap=true", "shortcut_neutral=false"]),
+    }
+    sets = [EvalSet("dev", "dev (training distribution)", "stories only; used for validation", dev_examples)]
+    _write_once(folder / "dev.jsonl", lambda: [replace(e, split="validation") for e in dev_examples])
+    for offset, (name, (title, held_out_over, overrides)) in enumerate(generated.items()):
+        if name == "neutral-orders3-4" and not cfg.higher_orders:
+            continue
+        path = folder / f"{name}.jsonl"
+        options = [*structure, *overrides, f"seed={seed + offset}", "split_fractions={test: 1.0}"]
+        _write_once(path, lambda options=options: generate(load_config(GenerateConfig, neutral_config, options)))
+        if name == "neutral-orders3-4":
+            title = f"shortcut-neutral held-out, untrained orders {', '.join(map(str, cfg.higher_orders))}"
+        sets.append(EvalSet(name, title, held_out_over, read_examples(path)))
+    for name in available_benchmarks(list(cfg.eval_benchmarks), console):
+        path = folder / f"{name}.jsonl"
+        _write_once(path, lambda name=name: _benchmark_selection(name, cfg))
+        sets.append(EvalSet(name, _benchmark_title(name), "source, story structure and words", read_examples(path)))
+    for eval_set in sets:
+        console.print(f"eval set {eval_set.name}: {len(eval_set.examples)} questions ({eval_set.title})")
+    return sets
+
+
+def _write_once(path: Path, build) -> None:
+    from tomrl.schema import write_examples
+
+    if not path.exists():  # deterministic in the seed; written atomically, so an existing file is complete
+        write_examples(path, build())
+
+
+def _benchmark_selection(name: str, cfg: DemoConfig):
+    from tomrl.evaluation.benchmarks import BENCHMARKS, load_examples, select
+
+    examples = load_examples(BENCHMARKS[name], {}, heldout_n=1, heldout_seed=0)
+    return select(examples, cfg.eval_limit, cfg.seed)
+
+
+def _benchmark_title(name: str) -> str:
+    from tomrl.evaluation.benchmarks import BENCHMARKS
+
+    return BENCHMARKS[name].title
 
 
 def _leak_summary(leakage: dict | None) -> str:
     if not leakage:
         return "not computed"
     total = leakage["total"]
-    return f"{total['story_leaked']} of {total['n']} held-out questions share a story with training"
+    return f"{total['story_leaked']} of {total['n']} questions share a story with training"
 
 
 def available_benchmarks(names: list[str], console) -> list[str]:
@@ -172,25 +288,33 @@ def available_benchmarks(names: list[str], console) -> list[str]:
     return available
 
 
-def _evaluate(cfg: DemoConfig, model: str, out: Path, console) -> Path | None:
+def _evaluate(cfg: DemoConfig, model: str, files: list[str], out: Path, console) -> Path:
     from tomrl.evaluation.config import EvalConfig
     from tomrl.evaluation.runner import run_eval
 
-    benchmarks = available_benchmarks(list(cfg.eval_benchmarks), console)
-    if not benchmarks:
-        console.print("no evaluation benchmark has its data here; the held-out validation below stands in for it")
-        return None
     eval_cfg = EvalConfig(
         model=model,
-        benchmarks=benchmarks,
-        limit=cfg.eval_limit,
+        benchmarks=files,
+        limit=None,
         out=str(out),
         temperature=0.0,
         max_new_tokens=cfg.eval_max_new_tokens,
+        stop_at_answer=cfg.eval_stop_at_answer,
         seed=cfg.seed,
     )
     run_eval(eval_cfg, log=console.print)
     return out
+
+
+def _samples_by_set(folder: Path) -> dict[str, dict[str, dict]]:
+    """Evaluation rows of ``folder/samples.jsonl`` as set name -> example id -> row."""
+    from tomrl.io import scan_jsonl
+
+    by_set: dict[str, dict[str, dict]] = {}
+    for _, row, error in scan_jsonl(folder / "samples.jsonl"):
+        if error is None:
+            by_set.setdefault(row["benchmark"].removeprefix("file-"), {})[row["id"]] = row
+    return by_set
 
 
 def _train(train_cfg, train_dir: Path, console):
@@ -198,41 +322,24 @@ def _train(train_cfg, train_dir: Path, console):
 
     summary_file = train_dir / "summary.json"
     if summary_file.exists() and (train_dir / "final").exists():
-        import json
-
         console.print(f"training already finished in {train_dir}; reusing it")
-        return RunSummary(**json.loads(summary_file.read_text()))
+        saved = json.loads(summary_file.read_text())
+        saved.pop("warning", None)
+        return RunSummary(**saved)
     from tomrl.training import checkpoints
 
     resume = checkpoints.latest_checkpoint(train_dir) is not None
     return train(train_cfg, resume=resume, console=console)
 
 
-def _print_before_after(summary, console) -> None:
-    """Held-out validation accuracy by order: the base model, then the trained model."""
+def _print_comparison(comparison: dict, caption: str, console, table_rows) -> None:
     from rich.table import Table
 
-    rows = [("base model", summary.base_validation or summary.first_validation), ("after training", summary.last_validation)]
-    if summary.best_validation and summary.best_validation != summary.last_validation:
-        rows.append(("best checkpoint", summary.best_validation))
-    table = Table(title=f"held-out generated stories ({summary.validation_examples} questions), strict scoring, 95 % intervals")
-    orders = sorted({k for _, v in rows if v for k in (v.get("by_order") or {})}, key=str)
-    table.add_column("model")
-    for order in orders:
-        table.add_column(f"order {order}")
-    table.add_column("all")
-    for label, validation in rows:
-        if not validation:
-            continue
-        by_order = validation.get("by_order") or {}
-        cells = [_format_accuracy(by_order.get(order)) for order in orders]
-        table.add_row(label, *cells, _format_accuracy(validation.get("accuracy")))
+    columns, cells = table_rows(comparison)
+    table = Table(title=caption, show_lines=False)
+    for column in columns:
+        table.add_column(column)
+    for line in cells:
+        table.add_row(*line)
     console.print(table)
-
-
-def _format_accuracy(value) -> str:
-    if not isinstance(value, dict) or "n" not in value:
-        return "-"
-    from tomrl.stats import Accuracy
-
-    return Accuracy(**{k: value[k] for k in ("n", "k", "value", "low", "high")}).format()
+    console.print("strict scoring, accuracy % [95 % Wilson interval]; the rule is the best agent-agnostic rule on the same questions")

@@ -15,6 +15,9 @@ optionally ``count`` rows) or divides them *by story* into several splits (``spl
 {train: 900, validation: 300, test: 300}``), so no story is shared between splits. ``strata``
 fixes the mix inside each split (e.g. 70 % ToM questions, 30 % simpler ones). Test parts are
 named test sets (the component's name); training and validation parts are pooled.
+``validation_share: 0.05`` on a ``split: train`` component holds 5 % of its stories out of training
+as a dev set (the validation split): training monitors and picks ``best/`` on it, never on a test
+set (see :mod:`tomrl.training.split_rule`).
 
 ``extends: other-recipe`` starts from another recipe and replaces the keys given, so Paper B's
 mixtures share one declaration of their data and differ only in ``train_on`` (which components
@@ -89,6 +92,11 @@ class Component:
         None, help="divide the rows by story into splits of these sizes, e.g. {train: 900, validation: 300, test: 300}"
     )
     strata: list[Stratum] | None = setting(None, help="fixed mix of every split: shares of row groups (by order / question type)")
+    validation_share: float | None = setting(
+        None,
+        help="with split: train, hold this fraction of the component's stories out of training as a dev set: all "
+        "their rows go to the validation split (seeded, story-disjoint from training), e.g. 0.05",
+    )
     story_format: Literal["keep", "lines", "spaces"] = setting(
         "keep",
         help="rewrite the stories: keep them, one sentence per line without line numbers, or joined by spaces "
@@ -119,10 +127,15 @@ class Component:
                 raise ValueError(f"{where}: strata need count (with split) or split_counts")
         if self.path is not None and self.loader is None:
             raise ValueError(f"{where}: path is for loaders, not generate")
+        if self.validation_share is not None:
+            if self.split != "train":
+                raise ValueError(f"{where}: validation_share needs split: train (it carves a dev set out of training stories)")
+            if not 0 < self.validation_share < 1:
+                raise ValueError(f"{where}: validation_share must be in (0, 1), got {self.validation_share}")
 
     def splits(self) -> tuple[str, ...]:
         if self.split is not None:
-            return (self.split,)
+            return (self.split, "validation") if self.validation_share is not None else (self.split,)
         return tuple(s for s, n in (self.split_counts or {}).items() if n > 0)
 
 
@@ -366,6 +379,18 @@ def _divide_by_story(rows: list[Example], c: Component, rng: random.Random, wher
     return parts
 
 
+def _hold_out_stories(rows: list[Example], share: float, rng: random.Random) -> dict[str, list[Example]]:
+    """A dev set from the training distribution: ``share`` of the stories (at least one), drawn with
+    ``rng``, and all their rows; the rest stay in training. Source order is kept in both."""
+    group = _story_groups(rows)
+    stories = sorted(set(group.values()))
+    held_out = set(rng.sample(stories, max(1, round(len(stories) * share))))
+    return {
+        "train": [r for i, r in enumerate(rows) if group[i] not in held_out],
+        "validation": [r for i, r in enumerate(rows) if group[i] in held_out],
+    }
+
+
 @dataclass
 class BuildResult:
     splits: dict[str, Any]  # {"train": [...], "validation": [...], "test": {name: [...]}}
@@ -410,6 +435,8 @@ def build(recipe: Recipe) -> BuildResult:
         rng = _seed_rng(c.seed if c.seed is not None else recipe.seed, c.name)
         if c.split is not None:
             parts = {c.split: _sample(rows, c.count, c.strata, rng, where)}
+            if c.validation_share is not None:
+                parts = _hold_out_stories(parts[c.split], c.validation_share, rng)
         else:
             parts = _divide_by_story(rows, c, rng, where)
         stories_of[c.name] = {key for part in parts.values() for r in part for key in story_keys(r)}

@@ -56,7 +56,9 @@ class FakeOpenAIServer:
                     time.sleep(server.delay_s)
                 prompt = body["messages"][-1]["content"] if "messages" in body else body.get("prompt", "")
                 answer = server.answer_fn(prompt) if server.answer_fn else server.answer
-                text = f"<think>they moved it</think><answer>{answer}"  # "</answer>" stripped, as OpenAI does
+                text = f"<think>they moved it</think><answer>{answer}</answer>"
+                if "</answer>" in (body.get("stop") or []):
+                    text = text[: -len("</answer>")]  # the stop string stripped, as OpenAI does
                 if self.path.endswith("/chat/completions"):
                     choice = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
                 elif self.path.endswith("/completions"):

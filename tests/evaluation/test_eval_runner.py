@@ -229,3 +229,48 @@ def test_gsm8k_side_check_from_a_user_file(tmp_path):
     rows = _read(tmp_path / "run" / "samples.jsonl")
     assert sorted(r["gold"] for r in rows) == ["1024", "7"]
     assert outcome.results["benchmarks"]["gsm8k"]["overall"]["strict"]["accuracy"]["k"] == 1
+
+
+class TwoAnswerEngine:
+    """Writes an answer block, goes on, and writes a second one; honours ``sampling.stop`` as engines do."""
+
+    name = model_name = "two-answers"
+    prompt_kind = "messages"
+    tokenizer = None
+    TEXT = "<think>r</think><answer>first</answer> Wait, no. <answer>second</answer>"
+
+    def __init__(self):
+        self.stops: list[tuple[str, ...]] = []
+
+    def describe(self):
+        return {"engine": self.name}
+
+    def generate(self, prompts, sampling):
+        from tomrl.evaluation.engines import Completion, cut_at_stop
+
+        self.stops.append(sampling.stop)
+        for index, _ in enumerate(prompts):
+            text, stopped = cut_at_stop(self.TEXT, sampling.stop)
+            yield Completion(index=index, text=text, tokens=len(text.split()), prompt_tokens=1, finish_reason="stop" if stopped else "eos")
+
+
+def test_generation_runs_to_eos_and_paper_eval_scores_the_last_tag(tmp_path):
+    # Paper A generates to EOS and scores the last <answer> tag; strict fails the text after </answer>.
+    engine = TwoAnswerEngine()
+    cfg = EvalConfig(model="fake", engine="openai", benchmarks=["tomrl-hitom-order0"], heldout_n=2, out=str(tmp_path / "eos"))
+    assert cfg.stop_at_answer is False
+    outcome = run_eval(cfg, log=lambda m: None, engine=engine)
+    assert engine.stops == [()] and outcome.results["sampling"]["stop"] == []
+    for row in _read(tmp_path / "eos" / "samples.jsonl"):
+        assert row["output"] == TwoAnswerEngine.TEXT and row["finish_reason"] == "eos"
+        assert row["paper_extracted"] == "second" and row["paper_format_ok"]
+        assert not row["format_ok"] and row["extracted"] is None and row["reason"].startswith("format")
+    # The speed option truncates at the first </answer>: the second answer is never seen.
+    engine = TwoAnswerEngine()
+    fast = EvalConfig(model="fake", engine="openai", benchmarks=["tomrl-hitom-order0"], heldout_n=2, out=str(tmp_path / "fast"), stop_at_answer=True)
+    outcome = run_eval(fast, log=lambda m: None, engine=engine)
+    assert engine.stops == [("</answer>",)] and outcome.results["sampling"]["stop"] == ["</answer>"]
+    for row in _read(tmp_path / "fast" / "samples.jsonl"):
+        assert row["output"] == "<think>r</think><answer>first</answer>"
+        assert row["paper_extracted"] == "first" and row["format_ok"] and row["extracted"] == "first"
+    assert default_out_dir(cfg) != default_out_dir(fast)  # a generation setting: never mixed in one folder

@@ -116,6 +116,22 @@ def test_extraction_per_scheme():
     assert extract_answer("r</think><answer> a </answer>", "strict") == "a"
 
 
+def test_text_after_the_answer_fails_strict_and_paper_eval_reads_the_last_tag():
+    # What generation to EOS (the papers' setting, stop_at_answer off) can produce: the model answers,
+    # goes on, and answers again. Strict fails the format; Paper A's evaluation scores the last tag.
+    completion = "r</think><answer>basket</answer> Wait, the box. <answer>box</answer>"
+    strict = check_answer(completion, "box", scheme="strict")
+    assert not strict.format_ok and not strict.correct and strict.extracted is None and "<answer> appears 2 times" in strict.reason
+    trailing = check_answer("r</think><answer>box</answer> I hope that helps.", "box", scheme="strict")
+    assert not trailing.format_ok and not trailing.correct and "text after </answer>" in trailing.reason
+    assert check_answer("r</think><answer>box</answer> I hope that helps.", "box", scheme="paper_eval").correct
+    paper_eval = check_answer(completion, "box", scheme="paper_eval")
+    assert paper_eval.format_ok and paper_eval.extracted == "box" and paper_eval.correct
+    # Truncated at the first </answer> (the speed option), the same model is well formed and wrong.
+    truncated = check_answer("r</think><answer>basket</answer>", "box", scheme="strict")
+    assert truncated.format_ok and truncated.extracted == "basket" and not truncated.correct
+
+
 def test_unknown_scheme_is_an_error():
     with pytest.raises(ValueError, match="unknown answer scheme"):
         check_answer("x", "y", scheme="lenient")  # type: ignore[arg-type]

@@ -66,6 +66,8 @@ class ReportOptions:
     shortcut_records: Callable[[Evaluation], tuple[list[ShortcutRecord], list[str]]] | None = None
     shortcut_matcher: Callable[[str, str], bool] | None = None
     notes: list[str] = field(default_factory=list)
+    # Models beside the best no-ToM rule on the same sets (tomrl.analysis.comparison.compare); None = no such section.
+    comparison: dict | None = None
 
 
 def _acc(acc: Accuracy | None) -> str:
@@ -442,6 +444,15 @@ def _shortcut_tables(title: str, records: list[ShortcutRecord], matcher) -> list
     return tables
 
 
+def _comparison_section(options: ReportOptions) -> Section | None:
+    if not options.comparison:
+        return None
+    from tomrl.analysis.comparison import NOTE, table_rows
+
+    columns, rows = table_rows(options.comparison)
+    return Section("Models beside the best no-ToM rule", [Table(columns, rows), Paragraph(NOTE)])
+
+
 def _shortcut_section(runs: RunSet, options: ReportOptions) -> Section | None:
     if options.shortcut_records is None or options.shortcut_matcher is None:
         return None
@@ -521,6 +532,7 @@ def build_report(runs: RunSet, out: str | Path, options: ReportOptions | None = 
     out.mkdir(parents=True, exist_ok=True)
     results: list[DetectorResult] = []
     body = [
+        _comparison_section(options),
         _training_section(runs, out, options, results),
         _paper_a_section(runs),
         _orders_section(runs, out, options, results),
@@ -529,7 +541,10 @@ def build_report(runs: RunSet, out: str | Path, options: ReportOptions | None = 
     ]
     sections = [_inputs_section(runs), _detector_summary(results), *[s for s in body if s is not None],
                 _methods_section(options)]
-    return Document(options.title, sections), results
+    from tomrl.training.split_rule import validation_on_test_warning  # runs that validated on test stories: said first
+
+    warnings = [f"{w} (training run {run.path})" for run in runs.training if (w := validation_on_test_warning(run.path))]
+    return Document(options.title, sections, preamble=[Paragraph(w) for w in warnings]), results
 
 
 def default_options(**overrides) -> ReportOptions:

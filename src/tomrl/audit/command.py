@@ -10,7 +10,9 @@ Prints Markdown to stdout: for each test file, (1) leakage — test questions wh
 and question, occur in the training file, by data set and order; (2) label balance — answer
 distribution and the gold location's position among the story's locations; (3) the shortcut
 table — the accuracy, with n and 95 % Wilson intervals, of answer heuristics that need no Theory
-of Mind (see :mod:`tomrl.audit.heuristics`), by data set and order. ``--json`` writes the same
+of Mind (see :mod:`tomrl.audit.heuristics`), by data set and order; (4) the best agent-agnostic rule
+— the best of a searched family of rules that read only the order of events, with chance, margin,
+a held-out check and FLAG above 10 points (:mod:`tomrl.audit.rules`). ``--json`` writes the same
 numbers (and the ids of every leaked test row) as JSON.
 
 A FILE is a unified-schema JSONL file (``tomrl data load`` / ``tomrl data generate`` output);

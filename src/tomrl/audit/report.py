@@ -1,4 +1,4 @@
-"""The audit report: leakage, label balance and the shortcut table, as a dict (JSON) and Markdown.
+"""The audit report: leakage, label balance, the shortcut table and the best agent-agnostic rule, as JSON and Markdown.
 
     from tomrl.audit.report import audit, to_markdown
     report = audit(train=("train.jsonl", train_rows), tests=[("test.jsonl", test_rows)], seed=0)
@@ -16,6 +16,7 @@ from typing import Any
 
 from tomrl.audit.balance import label_balance
 from tomrl.audit.heuristics import DESCRIPTIONS, HEURISTICS, shortcut_table
+from tomrl.audit.rules import FLAG_MARGIN, best_rules_by_source
 from tomrl.audit.leakage import find_leakage
 from tomrl.loaders.base import story_key
 from tomrl.schema import Example
@@ -59,13 +60,20 @@ def audit(
         entry["leakage"] = find_leakage(train[1], rows).to_dict() if train is not None else None
         entry["balance"] = [r.to_dict() for r in label_balance(rows)]
         entry["shortcuts"] = [r.to_dict() for r in shortcut_table(rows, by="order", seed=seed)]
+        entry["agnostic_rules"] = _agnostic_rules(rows)
         if by_question_type:
             entry["shortcuts_by_question_type"] = [r.to_dict() for r in shortcut_table(rows, by="question_type", seed=seed)]
         report["tests"].append(entry)
     if train is not None and train_shortcuts:
         report["train"]["balance"] = [r.to_dict() for r in label_balance(train[1])]
         report["train"]["shortcuts"] = [r.to_dict() for r in shortcut_table(train[1], by="order", seed=seed)]
+        report["train"]["agnostic_rules"] = _agnostic_rules(train[1])
     return report
+
+
+def _agnostic_rules(rows: list[Example]) -> dict[str, dict[str, dict]]:
+    """The best agent-agnostic rule (:mod:`tomrl.audit.rules`) per data set and order, JSON-ready."""
+    return {source: {key: best.to_dict() for key, best in result.items()} for source, result in best_rules_by_source(rows).items()}
 
 
 # ------------------------------------------------------------------------------ Markdown
@@ -120,6 +128,27 @@ def _shortcut_lines(rows: list[dict], title: str, seed: int, key: str = "order")
     return lines
 
 
+def _agnostic_rule_lines(by_source: dict[str, dict[str, dict]], title: str) -> list[str]:
+    body = []
+    for source, result in by_source.items():
+        for key, best in result.items():
+            cv = best["cross_validated"]
+            body.append([
+                source, "all (best rule of each order)" if key == "all" else key, f"{best['n']:,}", best["rule"], _acc(best["accuracy"]),
+                f"{100 * best['chance']:.1f}", f"{100 * best['margin']:+.1f}", _acc(cv) if cv else "n/a", "FLAG" if best["flagged"] else "",
+            ])
+    lines = [f"### {title}", ""]
+    lines.append(
+        "The best of the rules of `tomrl.audit.rules` (answers read off the order of events, never which agents the question "
+        "names), in % with its 95 % Wilson interval; chance = a uniform pick among the places the object has been in; "
+        f"held-out = the rule selected on even-indexed questions, scored on odd-indexed ones; FLAG: margin over chance > {100 * FLAG_MARGIN:.0f} points."
+    )
+    lines.append("")
+    header = ["data set", "order", "n", "best rule", "accuracy", "chance", "margin (points)", "held-out accuracy", ""]
+    lines += _table(header, body) if body else ["(no location questions)"]
+    return lines
+
+
 def to_markdown(report: dict) -> str:
     seed = report["seed"]
     out = ["# Data audit", ""]
@@ -164,6 +193,9 @@ def to_markdown(report: dict) -> str:
         out.append("")
         out += _shortcut_lines(entry["shortcuts"], "Shortcuts: accuracy of answers that need no Theory of Mind", seed)
         out.append("")
+        if "agnostic_rules" in entry:
+            out += _agnostic_rule_lines(entry["agnostic_rules"], "Best agent-agnostic rule")
+            out.append("")
         if "shortcuts_by_question_type" in entry:
             out += _shortcut_lines(entry["shortcuts_by_question_type"], "Shortcuts by question type", seed, key="question_type")
             out.append("")
@@ -172,6 +204,9 @@ def to_markdown(report: dict) -> str:
         out += [f"## Training file `{train['file']}`", ""]
         out += _shortcut_lines(train["shortcuts"], "Shortcuts on the training data", seed)
         out.append("")
+        if "agnostic_rules" in train:
+            out += _agnostic_rule_lines(train["agnostic_rules"], "Best agent-agnostic rule on the training data")
+            out.append("")
     out += ["### Heuristics", ""]
     out += [f"- **{COLUMN_TITLES[name]}**: {text}" for name, text in report["heuristics"].items()]
     out.append("")

@@ -71,6 +71,37 @@ def _heldout(order: int) -> Benchmark:
     )
 
 
+PAIRED_GROUP_BY = ("order", "question_type", "deception", "story_length")
+
+
+def _paired() -> list[Benchmark]:
+    """The contrast-pair sets (:mod:`tomrl.generators.pairs`): scored per item and per pair."""
+    return [
+        Benchmark(
+            name="tomrl-hitom-pairs",
+            title="tomrl Hi-ToM counterfactual pairs",
+            version="1",
+            loader="tomrl-generate",
+            loader_options={"benchmark": "hitom", "pairs": True, "orders": [0, 1, 2, 3, 4], "vocabulary": "heldout", "shortcut_neutral": True},
+            group_by=PAIRED_GROUP_BY,
+            description="tomrl-generated counterfactual minimal pairs (heldout_n questions per order, held-out words): "
+            "two stories one event apart (an exit moved across a move; a move made a stay for order 0) whose gold "
+            "answers differ; pair accuracy = both members right",
+        ),
+        Benchmark(
+            name="tomrl-hitom-swap",
+            title="tomrl Hi-ToM agent swap",
+            version="1",
+            loader="tomrl-generate",
+            loader_options={"benchmark": "hitom", "agent_swap": True, "orders": [1, 2, 3, 4], "vocabulary": "heldout"},
+            group_by=PAIRED_GROUP_BY,
+            description="tomrl-generated agent-swap pairs (heldout_n questions per order 1-4, held-out words): one story, "
+            "two questions one agent apart with different gold answers; an unchanged answer is the signature of a "
+            "shortcut that ignores who is asked",
+        ),
+    ]
+
+
 BENCHMARKS: dict[str, Benchmark] = {
     b.name: b
     for b in [
@@ -132,6 +163,7 @@ BENCHMARKS: dict[str, Benchmark] = {
             description="FANToM conversations (needs fantom_v1.json: see `tomrl data load fantom`)",
         ),
         *[_heldout(order) for order in range(5)],
+        *_paired(),
         Benchmark(
             name="gsm8k",
             title="GSM8K",
@@ -150,6 +182,7 @@ PAPER_SUITE = ("hitom600", "hitom4", "tomi", "exploretom", "exploretom-infilled"
 SUITES: dict[str, tuple[str, ...]] = {
     "paper": PAPER_SUITE,
     "tom": PAPER_SUITE + ("opentom", "fantom") + tuple(f"tomrl-hitom-order{k}" for k in range(5)),
+    "contrast": ("tomrl-hitom-pairs", "tomrl-hitom-swap"),
 }
 SUITES["all"] = SUITES["tom"] + ("gsm8k",)
 
@@ -161,6 +194,7 @@ def resolve(names: list[str]) -> list[tuple[Benchmark, bool]]:
     runner skips it (saying so) when the file is absent, instead of failing.
     """
     chosen: dict[str, bool] = {}
+    files: dict[str, Benchmark] = {}
     for raw in names:
         for name in [n.strip() for n in raw.split(",") if n.strip()]:
             if name in SUITES:
@@ -168,13 +202,40 @@ def resolve(names: list[str]) -> list[tuple[Benchmark, bool]]:
                     chosen.setdefault(member, BENCHMARKS[member].needs_user_file)
             elif name in BENCHMARKS:
                 chosen[name] = False
+            elif name.endswith(".jsonl"):
+                benchmark = file_benchmark(name)
+                files[benchmark.name] = benchmark
+                chosen[benchmark.name] = False
             else:
                 import difflib
 
                 close = difflib.get_close_matches(name, [*BENCHMARKS, *SUITES], n=1)
                 hint = f" (did you mean '{close[0]}'?)" if close else ""
                 raise ConfigError(f"unknown benchmark '{name}'{hint}; known: {', '.join([*SUITES, *BENCHMARKS])}")
-    return [(BENCHMARKS[name], optional) for name, optional in chosen.items()]
+    return [(files.get(name) or BENCHMARKS[name], optional) for name, optional in chosen.items()]
+
+
+def file_benchmark(path: str) -> Benchmark:
+    """A benchmark made of a unified-schema JSONL file (``--benchmark FILE.jsonl``), named after the file.
+
+    Its version is the file's content hash, so a run folder refuses to mix samples of two files
+    that share a name.
+    """
+    import hashlib
+
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise ConfigError(f"benchmark file not found: {path}")
+    digest = hashlib.sha256(file.read_bytes()).hexdigest()[:12]
+    return Benchmark(
+        name=f"file-{file.stem}",
+        title=file.stem,
+        version=digest,
+        loader="jsonl-file",
+        loader_options={"path": str(file)},
+        group_by=("order", "question_type", "deception", "story_length"),
+        description=f"examples of {file} (unified schema)",
+    )
 
 
 class DataMissing(BadInputError):
@@ -191,8 +252,21 @@ def load_examples(
         from tomrl.generators import generate
         from tomrl.generators.config import GenerateConfig
 
-        cfg = GenerateConfig(n=heldout_n, seed=heldout_seed, split_fractions={"test": 1.0}, **benchmark.loader_options)
+        options = dict(benchmark.loader_options)
+        n = heldout_n
+        if options.get("pairs") or options.get("agent_swap"):
+            n = 2 * -(-heldout_n * len(options["orders"]) // 2)  # heldout_n per order, rounded up to whole pairs
+        cfg = GenerateConfig(n=n, seed=heldout_seed, split_fractions={"test": 1.0}, **options)
         return generate(cfg)
+    if benchmark.loader == "jsonl-file":
+        from tomrl.data_checks import read_checked_examples
+        from tomrl.schema import ReadReport
+
+        report = ReadReport(benchmark.loader_options["path"])
+        examples = read_checked_examples(benchmark.loader_options["path"], skip_bad=skip_bad, report=report)
+        if skipped is not None:
+            skipped.extend(report.skipped)
+        return examples
     if benchmark.loader == "gsm8k-jsonl":
         if path is None:
             raise DataMissing(f"benchmark 'gsm8k': no data file; set data_paths.gsm8k=FILE (JSONL rows with question and answer)")
@@ -207,19 +281,40 @@ def load_examples(
         raise
 
 
+PAIR_KEYS = ("pair_id", "swap_id")  # meta keys that tie two examples into one contrast pair
+
+
+def pair_key(example: Example) -> str | None:
+    """The contrast pair ``example`` belongs to (counterfactual or agent swap), or None."""
+    for key in PAIR_KEYS:
+        if key in example.meta:
+            return f"{key}:{example.meta[key]}"
+    return None
+
+
 def select(examples: list[Example], limit: int | None, seed: int) -> list[Example]:
     """At most ``limit`` examples spread evenly over orders (seeded), in their original order.
 
     Each order's examples are shuffled with ``seed`` and taken round-robin, so a larger limit
     selects a superset of a smaller one (a resumed, extended run reuses every finished sample).
+    Members of a contrast pair (:func:`pair_key`) are taken together: ``limit // 2`` whole pairs
+    (at least one).
     """
     if limit is None or limit >= len(examples):
         return list(examples)
     import random
 
-    groups: dict[Any, list[int]] = {}
+    groups: dict[Any, list[list[int]]] = {}
+    units: dict[str, list[int]] = {}
     for index, example in enumerate(examples):
-        groups.setdefault(example.order, []).append(index)
+        key = pair_key(example)
+        if key is None:
+            groups.setdefault(example.order, []).append([index])
+        elif key in units:
+            units[key].append(index)
+        else:
+            units[key] = [index]
+            groups.setdefault(example.order, []).append(units[key])
     rng = random.Random(seed)
     queues = []
     for key in sorted(groups, key=lambda k: (k is None, k if k is not None else 0)):
@@ -228,9 +323,13 @@ def select(examples: list[Example], limit: int | None, seed: int) -> list[Exampl
         queues.append(members)
     picked: list[int] = []
     while len(picked) < limit:
+        taken = False
         for queue in queues:
-            if queue and len(picked) < limit:
-                picked.append(queue.pop(0))
+            if queue and (len(picked) + len(queue[0]) <= limit or not picked):
+                picked += queue.pop(0)
+                taken = True
+        if not taken:
+            break
     return [examples[i] for i in sorted(picked)]
 
 

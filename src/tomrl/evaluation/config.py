@@ -70,8 +70,9 @@ class EvalConfig:
     model: str = setting("smollm2-135m", help="model: embedded name (smollm2-135m), hub id, local path, or the API model name (engine openai)")
     benchmarks: list[str] = setting(
         default_factory=lambda: ["paper"],
-        help="benchmark or suite names (see `tomrl eval --list`): suites paper, tom, all; benchmarks hitom600, hitom4, "
-        "tomi, exploretom, exploretom-infilled, opentom, fantom, tomrl-hitom-order0..4, gsm8k",
+        help="benchmark or suite names (see `tomrl eval --list`): suites paper, tom, all, contrast; benchmarks hitom600, "
+        "hitom4, tomi, exploretom, exploretom-infilled, opentom, fantom, tomrl-hitom-order0..4, tomrl-hitom-pairs, "
+        "tomrl-hitom-swap, gsm8k",
     )
     limit: int | None = setting(
         None,
@@ -84,6 +85,12 @@ class EvalConfig:
     top_p: float = setting(PAPER_TOP_P, help="nucleus sampling mass (Paper A: 0.95)")
     max_new_tokens: int = setting(1024, help="generated-token budget per answer (Paper A: 4096)")
     seed: int = setting(0, help="seed of the example selection (limit) and of sampling")
+    stop_at_answer: bool = setting(
+        False,
+        help="a speed option: end each answer right after its first '</answer>' (truncates there, so text after it is "
+        "never generated or scored). Off (the default) for paper fidelity: generate to EOS or max_new_tokens, as Paper "
+        "A's evaluation does, which scores the last answer tag (paper_eval) and fails text after '</answer>' (strict)",
+    )
     prompt_style: PromptStyleName | None = setting(
         None, help="prompt style for every ToM benchmark (paper_a, cot, hitom_mc, hitom_open); null = each benchmark's own (paper_a)"
     )
@@ -150,7 +157,7 @@ class EvalConfig:
 
 # Fields that change what a model generates; a run folder holding samples made with other
 # values cannot be resumed with these (see tomrl.evaluation.runner).
-GENERATION_FIELDS = ("model", "engine", "temperature", "top_p", "max_new_tokens", "seed", "prompt_style", "dtype", "hf_mode")
+GENERATION_FIELDS = ("model", "engine", "temperature", "top_p", "max_new_tokens", "seed", "stop_at_answer", "prompt_style", "dtype", "hf_mode")
 
 
 def generation_settings(cfg: EvalConfig) -> dict:

@@ -31,7 +31,8 @@ Two generation paths share the same inputs, stopping rules and outputs:
 ``generate`` (any other architecture, or ``mode="generate"``)
     Plain ``model.generate`` on length-sorted, left-padded batches with ``stop_strings``.
 
-Both stop right after ``</answer>`` (any ``Sampling.stop`` string) or at EOS, and report
+Both stop at EOS, the token budget, or right after a ``Sampling.stop`` string (``</answer>``
+with ``stop_at_answer``; none by default, as the papers generate to EOS), and report
 generated tokens per completion. Greedy outputs of the two paths are identical in float32
 (tested on tiny Llama, Qwen2 and Qwen3 models, and on the embedded model in the slow tests);
 in bf16 the two paths round differently, so near-ties can flip. Sampling uses one seeded

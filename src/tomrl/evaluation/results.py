@@ -7,7 +7,8 @@
 Each sample row (one line of ``samples.jsonl``) carries the checks of both schemes:
 ``correct`` / ``format_ok`` / ``extracted`` / ``reason`` for ``strict`` and the same names with a
 ``paper_`` prefix for ``paper_eval``. Every rate here (accuracy and format-failure rate) is a
-:func:`rate` with its n and interval; nothing is reported without them.
+:func:`rate` with its n and interval; nothing is reported without them. Contrast-pair
+benchmarks also get :func:`summarize_pairs` (pair accuracy, answer unchanged within a pair).
 """
 
 from __future__ import annotations
@@ -65,6 +66,63 @@ def summarize_benchmark(
             groups.setdefault(_group_key(row.get(field_name)), []).append(row)
         ordered = sorted(groups, key=lambda k: (not k.lstrip("-").isdigit(), int(k) if k.lstrip("-").isdigit() else 0, k))
         result[f"by_{field_name}"] = {key: summarize_group(groups[key], interval, resamples, seed) for key in ordered}
+    return result
+
+
+# Meta keys of a contrast pair: (pair id, member index) -> the kind reported in results.json.
+PAIR_KINDS = {("pair_id", "pair_member"): "counterfactual", ("swap_id", "swap_member"): "agent_swap"}
+
+
+def summarize_pairs(
+    samples: Sequence[tuple[Any, dict | None]], interval: str = "wilson", resamples: int = 2000, seed: int = 0
+) -> dict[str, Any] | None:
+    """Pair metrics of a contrast-pair benchmark (:mod:`tomrl.generators.pairs`), or None for others.
+
+    ``samples``: (example, its sample row or None if unanswered) for every selected example. Only
+    pairs with both members answered count (``n_pairs``; ``n_incomplete`` the others). Per scheme:
+    ``item_accuracy`` (over the members of those pairs), ``pair_accuracy`` (both members right;
+    the two gold answers differ, so no single answer can get both) and ``answer_unchanged``
+    (pairs whose two extracted answers are equal after normalisation, over pairs where both
+    have one: the signature of a shortcut that ignores the edit or the swap). Also per order.
+    """
+    kind = None
+    members: dict[str, dict[int, tuple[Any, dict | None]]] = {}
+    for example, row in samples:
+        for (id_key, member_key), name in PAIR_KINDS.items():
+            if id_key in example.meta:
+                kind = name
+                members.setdefault(example.meta[id_key], {})[example.meta[member_key]] = (example, row)
+    if kind is None:
+        return None
+    complete = [
+        (pair[0], pair[1]) for pair in members.values() if set(pair) == {0, 1} and all(row is not None for _, row in pair.values())
+    ]
+    summary: dict[str, Any] = {"kind": kind, **_pair_rates([(a[1], b[1]) for a, b in complete], interval, resamples, seed)}
+    summary["n_incomplete"] = len(members) - len(complete)
+    by_order: dict[str, list[tuple[dict, dict]]] = {}
+    for first, second in complete:
+        by_order.setdefault(_group_key(first[0].order), []).append((first[1], second[1]))
+    summary["by_order"] = {key: _pair_rates(by_order[key], interval, resamples, seed) for key in sorted(by_order, key=lambda k: (len(k), k))}
+    return summary
+
+
+def _pair_rates(pairs: Sequence[tuple[dict, dict]], interval: str, resamples: int, seed: int) -> dict[str, Any]:
+    from tomrl.rewards.answer import normalize
+
+    result: dict[str, Any] = {"n_pairs": len(pairs)}
+    for scheme, prefix in SCHEME_FIELDS.items():
+        right = [(bool(a[f"{prefix}correct"]), bool(b[f"{prefix}correct"])) for a, b in pairs]
+        extracted = [(a[f"{prefix}extracted"], b[f"{prefix}extracted"]) for a, b in pairs]
+        result[scheme] = {
+            "item_accuracy": rate([flag for both in right for flag in both], interval, resamples, seed),
+            "pair_accuracy": rate([x and y for x, y in right], interval, resamples, seed),
+            "answer_unchanged": rate(
+                [normalize(x, scheme) == normalize(y, scheme) for x, y in extracted if x is not None and y is not None],  # type: ignore[arg-type]
+                interval,
+                resamples,
+                seed,
+            ),
+        }
     return result
 
 

@@ -17,7 +17,9 @@ A run folder holds:
 - ``results.json`` (atomic): per benchmark, overall and per order / question type / …: n,
   accuracy with a 95 % interval and format-failure rate under both schemes, mean response length;
   the run's tokens_per_s (all benchmarks are generated together, as one stream, so the engine's
-  batch stays full across them); model, engine, seed, sampling and the full config.
+  batch stays full across them); model, engine, seed, sampling and the full config. Contrast-pair
+  benchmarks (tomrl-hitom-pairs, tomrl-hitom-swap) add ``pairs``: pair accuracy (both members
+  right) and the answer-unchanged rate (:func:`tomrl.evaluation.results.summarize_pairs`).
 - ``table.md``: Paper A's Table 1 layout and a per-benchmark, per-order breakdown.
 
 Resuming: started again with the same folder (the default folder is derived from the model and
@@ -41,7 +43,7 @@ from tomrl.config import ConfigError, config_to_dict
 from tomrl.evaluation.benchmarks import Benchmark, DataMissing, load_examples, messages_for, prefill_for, resolve, select, style_for
 from tomrl.evaluation.config import EvalConfig, generation_settings
 from tomrl.evaluation.engines import Sampling
-from tomrl.evaluation.results import summarize_benchmark, throughput
+from tomrl.evaluation.results import summarize_benchmark, summarize_pairs, throughput
 from tomrl.io import JsonlAppender, atomic_write_json, atomic_write_text, iter_jsonl
 from tomrl.schema import Example
 
@@ -64,6 +66,12 @@ def default_out_dir(cfg: EvalConfig, root: str | Path = "runs/eval") -> Path:
     digest = hashlib.sha256(json.dumps(generation_settings(cfg), sort_keys=True).encode()).hexdigest()[:8]
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", cfg.model.rstrip("/").split("/")[-1]).strip("-") or "model"
     return Path(root) / f"{slug}-{digest}"
+
+
+def answer_stop(cfg: EvalConfig) -> tuple[str, ...]:
+    """Stop strings of generation: none (to EOS or max_new_tokens, as the papers), or the first
+    ``</answer>`` with the ``stop_at_answer`` speed option."""
+    return ("</answer>",) if cfg.stop_at_answer else ()
 
 
 def score(completion_text: str, gold: str, prefill: str) -> dict[str, Any]:
@@ -170,8 +178,15 @@ def run_eval(cfg: EvalConfig, log: Callable[[str], None] = print, engine=None) -
     out_dir = Path(cfg.out) if cfg.out else default_out_dir(cfg)
     folder = _RunFolder(out_dir)
     chosen = resolve(cfg.benchmarks)
-    sampling = Sampling(temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens, seed=cfg.seed)
+    sampling = Sampling(
+        temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens, stop=answer_stop(cfg), seed=cfg.seed
+    )
 
+    from tomrl.training.split_rule import checkpoint_warning
+
+    warning = checkpoint_warning(cfg.model)  # a checkpoint picked on validation that used test stories
+    if warning:
+        log(warning)
     # 1. Load every benchmark first, so a missing file fails before any model time is spent.
     plans: list[tuple[Benchmark, list[Example]]] = []
     outcome = EvalOutcome(out_dir=out_dir, results={})
@@ -284,17 +299,24 @@ def write_results(cfg, folder: _RunFolder, plans, selections, done, outcome: Eva
             "complete": len(rows) == len(selected),
         }
         entry.update(summarize_benchmark(rows, benchmark.group_by, cfg.interval, cfg.bootstrap_resamples, cfg.seed))
+        pairs = summarize_pairs([(e, done.get((benchmark.name, e.id))) for e in selected], cfg.interval, cfg.bootstrap_resamples, cfg.seed)
+        if pairs is not None:  # contrast-pair benchmarks: pair accuracy, answer unchanged
+            entry["pairs"] = pairs
         entry["generated_tokens"] = sum(r["tokens"] for r in rows)
         entry["prompt_tokens"] = sum(r["prompt_tokens"] for r in rows)
         # All benchmarks of a run are generated as one stream: speed is the run's.
         entry["tokens_per_s"] = speed["tokens_per_s"]
         benchmarks[benchmark.name] = entry
+    from tomrl.training.split_rule import checkpoint_warning
+
+    warning = checkpoint_warning(cfg.model)
     results = {
+        **({"warning": warning} if warning else {}),  # first: the model was picked on test stories
         "model": cfg.model,
         "engine": engine_description or {"engine": cfg.engine, "model": cfg.model},
         "seed": cfg.seed,
         "limit": cfg.limit,
-        "sampling": {"temperature": cfg.temperature, "top_p": cfg.top_p, "max_new_tokens": cfg.max_new_tokens, "stop": ["</answer>"]},
+        "sampling": {"temperature": cfg.temperature, "top_p": cfg.top_p, "max_new_tokens": cfg.max_new_tokens, "stop": list(answer_stop(cfg))},
         "schemes": {
             "strict": "tomrl: well-formed <think>…</think><answer>…</answer> (prefill counted), answer equal to gold after normalisation",
             "paper_eval": "Paper A's eval script: last <answer> tag, no format check, answer equal to or ending with the gold",

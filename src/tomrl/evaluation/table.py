@@ -133,6 +133,21 @@ def summary_markdown(results: dict[str, Any]) -> str:
             f"| {name} | {n} | {_pct(overall['paper_eval']['accuracy'])} | {_pct(overall['strict']['accuracy'])} | "
             f"{_pct(overall['strict']['format_failure'])} | {overall['mean_response_tokens']:.0f} | {speed} |"
         )
+    paired = {name: bench["pairs"] for name, bench in results["benchmarks"].items() if bench.get("pairs")}
+    if paired:
+        lines += [
+            "",
+            "### Contrast pairs (both members of a pair must be right; an unchanged answer is a shortcut's signature)",
+            "",
+            "| Benchmark | kind | pairs | strict item % | strict pair % [95 % CI] | paper pair % [95 % CI] | strict answer unchanged % |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for name, pairs in paired.items():
+            strict, paper = pairs["strict"], pairs["paper_eval"]
+            lines.append(
+                f"| {name} | {pairs['kind']} | {pairs['n_pairs']} | {_pct(strict['item_accuracy'])} | {_pct(strict['pair_accuracy'])} | "
+                f"{_pct(paper['pair_accuracy'])} | {_pct(strict['answer_unchanged'])} |"
+            )
     for name, bench in results["benchmarks"].items():
         for group in ("by_order", "by_question_type"):
             breakdown = bench.get(group)

@@ -6,8 +6,9 @@
 Prompts are rendered here with the model's own tokenizer (prefill included) and passed to
 ``LLM.generate`` as text, so they are byte for byte what the ``hf`` engine sees. Each prompt gets
 its own sampling seed (``seed + prompt number``), so a sampled answer does not depend on which
-other prompts share its batch, and a resumed run draws the same answers. Generation stops right
-after ``</answer>`` (kept in the output) or at EOS. Prompts go to vLLM in chunks of
+other prompts share its batch, and a resumed run draws the same answers. Generation ends at EOS,
+the token budget, or right after a ``Sampling.stop`` string (kept in the output; ``</answer>`` with
+``stop_at_answer``). Prompts go to vLLM in chunks of
 ``CHUNK`` so that finished answers reach ``samples.jsonl`` while the rest are still running.
 """
 

@@ -6,7 +6,9 @@
 
 Command line: ``tomrl data generate hitom --n 1000 --seed 0 --out FILE`` (see
 :mod:`tomrl.generators.command`); labels checked against the official data sets by
-``tomrl data verify hitom|tomi`` (:mod:`tomrl.generators.verify`).
+``tomrl data verify hitom|tomi`` (:mod:`tomrl.generators.verify`). Held-out test sets free of
+agent-agnostic shortcuts: ``shortcut_neutral`` (:mod:`tomrl.generators.neutral`) and
+``vocabulary: heldout`` (:mod:`tomrl.generators.vocabulary`).
 """
 
 from tomrl.generators.dataset import generate

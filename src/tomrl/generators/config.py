@@ -48,6 +48,17 @@ class GenerateConfig:
         "(the Hi-ToM generator code, Hi-ToM VP labels); see tomrl.world.oracle",
     )
     distractor_prob: float = setting(0.1, help="probability of a distractor sentence after each story sentence")
+    vocabulary: Literal["all", "train", "heldout"] = setting(
+        "all",
+        help="word pool for names, rooms, objects and containers: 'train' and 'heldout' are disjoint (train on one, "
+        "test on the other); 'all' = both (tomrl.generators.vocabulary)",
+    )
+    shortcut_neutral: bool = setting(
+        False,
+        help="choose each story and question among several candidates so that no agent-agnostic rule of "
+        "tomrl.audit.rules beats chance by more than 10 points on any belief order (order >= 1; order 0 asks "
+        "where the object really is, which the last place always answers); needs one question per story",
+    )
     # Hi-ToM
     orders: list[int] = setting(default_factory=lambda: [0, 1, 2, 3, 4], help="Hi-ToM question orders to ask (0-4), balanced")
     deception: list[bool] = setting(
@@ -60,6 +71,18 @@ class GenerateConfig:
         True,
         help="Hi-ToM: in a chapter with all five agents the last mover puts the object back where it started (as "
         "the official generator does; it helps the 'first location' shortcut). false: never back to the start",
+    )
+    pairs: bool = setting(
+        False,
+        help="Hi-ToM: emit counterfactual minimal pairs instead, n/2 of them: two stories that differ in one event "
+        "(an exit moved across a move, so one agent does or does not witness it; a move made a stay for order 0) so "
+        "that the gold answer of the same question flips (meta pair_id, pair_member, edit; with shortcut_neutral no "
+        "agent-agnostic rule answers both members right; see tomrl.generators.pairs)",
+    )
+    agent_swap: bool = setting(
+        False,
+        help="Hi-ToM: emit agent-swap pairs instead, n/2 of them: one story, two questions whose chains differ in one "
+        "agent and whose gold answers differ (meta swap_id, swap_member; orders 1-4; see tomrl.generators.pairs)",
     )
     # ToMi
     tomi_question_types: list[TomiQuestionType] = setting(
@@ -97,6 +120,8 @@ class GenerateConfig:
             raise ValueError(f"orders: order {max(self.orders)} needs at least that many agents, agents={self.agents}")
         if not self.tomi_question_types or not self.tomi_story_types:
             raise ValueError("tomi_question_types and tomi_story_types must not be empty")
+        if self.shortcut_neutral and self.stories not in (None, self.n):
+            raise ValueError("shortcut_neutral needs one question per story: leave stories null")
         per_story = -(-self.n // (self.stories or self.n))  # most questions one story is asked
         if self.benchmark == "hitom":
             repeats = -(-per_story // len(self.orders))  # most questions of one order per story
@@ -114,6 +139,20 @@ class GenerateConfig:
                     f"stories: {self.stories} stories are too few for n={self.n} questions: a ToMi story has only "
                     f"{slots} distinct questions of types {self.tomi_question_types}"
                 )
+        if self.pairs or self.agent_swap:
+            kind = "pairs" if self.pairs else "agent_swap"
+            if self.pairs and self.agent_swap:
+                raise ValueError("pairs and agent_swap: choose one (each example belongs to one pair)")
+            if self.benchmark != "hitom":
+                raise ValueError(f"{kind}: Hi-ToM stories only, got benchmark={self.benchmark}")
+            if self.n % 2:
+                raise ValueError(f"{kind}: n counts examples, two per pair, so it must be even, got {self.n}")
+            if self.stories is not None:
+                raise ValueError(f"{kind}: every pair has its own stories; leave stories null")
+            if self.agent_swap and 0 in self.orders:
+                raise ValueError("agent_swap: order 0 questions ask no agent; use orders 1-4")
+            if self.agent_swap and max(self.orders) >= self.agents:
+                raise ValueError(f"agent_swap: an order-{max(self.orders)} chain needs another agent to swap in, agents={self.agents}")
         for name in ("orders", "deception", "lengths", "tomi_question_types", "tomi_story_types"):
             values = getattr(self, name)
             if len(set(values)) != len(values):

@@ -20,8 +20,14 @@ What every generated :class:`tomrl.schema.Example` carries:
   ``tom`` (answer differs from the true location), ``tells`` (claims + tells in the story),
   and for ToMi ``story_type`` and ``asked_agent`` (0 = the mover, 1 = the other agent).
 
+With ``shortcut_neutral`` each story is drawn together with its one question by
+:mod:`tomrl.generators.neutral` (and the stories are shuffled before the split assignment).
+
 Every label is re-derived from the story text alone (parsed by :mod:`tomrl.world.parsers`,
 setup inferred, fresh oracle) and generation stops with an error on any difference.
+
+With ``pairs`` or ``agent_swap`` the examples come in contrast pairs instead (counterfactual
+stories one event apart, or one story asked about two agents): :mod:`tomrl.generators.pairs`.
 """
 
 from __future__ import annotations
@@ -31,9 +37,10 @@ from pathlib import Path
 from typing import Callable
 
 from tomrl.data_checks import validate_answers_in_story
-from tomrl.generators import hitom, tomi
+from tomrl.generators import hitom, neutral, tomi
 from tomrl.generators.config import GenerateConfig
 from tomrl.generators.splits import assign_splits, story_id_for
+from tomrl.generators.vocabulary import vocabulary
 from tomrl.io import BadInputError, scan_jsonl
 from tomrl.schema import Example, ReadReport, read_examples
 from tomrl.world.oracle import BeliefOracle
@@ -51,7 +58,12 @@ def generate(cfg: GenerateConfig, skip_bad: bool = False, reports: list[ReadRepo
     :func:`excluded_story_keys`).
     """
     excluded = excluded_story_keys(cfg.exclude_stories_from, skip_bad, reports)
-    examples = _generate_hitom(cfg, excluded) if cfg.benchmark == "hitom" else _generate_tomi(cfg, excluded)
+    if cfg.pairs or cfg.agent_swap:
+        from tomrl.generators.pairs import generate_pairs, generate_swaps
+
+        examples = generate_pairs(cfg, excluded) if cfg.pairs else generate_swaps(cfg, excluded)
+    else:
+        examples = _generate_hitom(cfg, excluded) if cfg.benchmark == "hitom" else _generate_tomi(cfg, excluded)
     try:
         validate_answers_in_story(examples)
     except BadInputError as err:  # every answer comes from the oracle: a miss is a generator bug
@@ -138,6 +150,8 @@ def _generate_hitom(cfg: GenerateConfig, seen: set[str]) -> list[Example]:
     cells = _balanced([(d, length) for d in cfg.deception for length in cfg.lengths], n_stories, plan)
     order_cycle = list(cfg.orders)
     plan.shuffle(order_cycle)
+    words = vocabulary(cfg.vocabulary)
+    balance = neutral.RuleBalance()
     stories: list[tuple[str, tuple, list[Example]]] = []
     slot = 0
     for index in range(n_stories):
@@ -151,9 +165,15 @@ def _generate_hitom(cfg: GenerateConfig, seen: set[str]) -> list[Example]:
                 agents=cfg.agents,
                 distractor_prob=cfg.distractor_prob,
                 last_mover_returns=cfg.last_mover_returns,
+                words=words,
+                revisit_prob=neutral.REVISIT_PROB if cfg.shortcut_neutral else 0.0,
             )
 
-        story, text, story_id = _new_story(source, cfg.seed, index, build, lambda s: render_story(s.events, "hitom"), seen)
+        if cfg.shortcut_neutral:  # one question per story, chosen with it (tomrl.generators.neutral)
+            kept = neutral.draw_hitom(cfg, source, index, build, order_cycle[slot % len(order_cycle)], seen, balance)
+            story, text, story_id = kept.story, kept.text, kept.story_id
+        else:
+            story, text, story_id = _new_story(source, cfg.seed, index, build, lambda s: render_story(s.events, "hitom"), seen)
         oracle = BeliefOracle(story.events, story.setup, cfg.semantics)
         rederiving = _rederiving_oracle(text, "hitom", cfg)
         rng = random.Random(f"{source}-questions:{cfg.seed}:{index}")
@@ -162,7 +182,7 @@ def _generate_hitom(cfg: GenerateConfig, seen: set[str]) -> list[Example]:
         for k in range(per_story[index]):
             order = order_cycle[slot % len(order_cycle)]
             slot += 1
-            query = hitom.question_query(rng, story, order, asked)
+            query = kept.query if cfg.shortcut_neutral else hitom.question_query(rng, story, order, asked)
             question, answer, true_location = _labelled(oracle, rederiving, query, "hitom", story_id, story.target)
             examples.append(
                 Example(
@@ -194,6 +214,8 @@ def _generate_hitom(cfg: GenerateConfig, seen: set[str]) -> list[Example]:
                 )
             )
         stories.append((story_id, (deception, length), examples))
+    if cfg.shortcut_neutral:  # the greedy pick alternates answer kinds from slot to slot: do not let file order show it
+        random.Random(f"{source}-neutral-order:{cfg.seed}").shuffle(stories)
     return _with_splits(stories, cfg)
 
 
@@ -216,25 +238,34 @@ def _generate_tomi(cfg: GenerateConfig, seen: set[str]) -> list[Example]:
     story_types = _balanced(list(cfg.tomi_story_types), n_stories, plan)
     slots = [s for s in tomi.TOMI_SLOTS if s[0] in cfg.tomi_question_types]
     noise = cfg.distractor_prob > 0
+    words = vocabulary(cfg.vocabulary)
+    balance = neutral.RuleBalance()
     stories: list[tuple[str, tuple, list[Example]]] = []
     slot = 0
     for index in range(n_stories):
         story_type = story_types[index]
-        story, text, story_id = _new_story(
-            source,
-            cfg.seed,
-            index,
-            lambda rng, story_type=story_type: tomi.build_story(rng, story_type, noise=noise),
-            lambda s: render_story(s.events, "tomi"),
-            seen,
-        )
+
+        def build(rng: random.Random, story_type=story_type):
+            if cfg.shortcut_neutral:  # the candidates span every story type: the balance needs all of them
+                story_type = rng.choice(cfg.tomi_story_types)
+            return tomi.build_story(rng, story_type, noise=noise, words=words)
+
+        if cfg.shortcut_neutral:  # one question per story, chosen with it (tomrl.generators.neutral)
+            kept = neutral.draw_tomi(cfg, source, index, build, slots[slot % len(slots)][0], slots, seen, balance)
+            story, text, story_id = kept.story, kept.text, kept.story_id
+        else:
+            story, text, story_id = _new_story(source, cfg.seed, index, build, lambda s: render_story(s.events, "tomi"), seen)
         oracle = BeliefOracle(story.events, story.setup, cfg.semantics)
         rederiving = _rederiving_oracle(text, "tomi", cfg)
         examples = []
         for k in range(per_story[index]):
             question_type, roles = slots[slot % len(slots)]
             slot += 1
-            query = tomi.slot_query(story, (question_type, roles))
+            if cfg.shortcut_neutral:
+                query = kept.query
+                roles = tuple(0 if agent == story.mover else 1 for agent in query.chain)
+            else:
+                query = tomi.slot_query(story, (question_type, roles))
             question, answer, true_location = _labelled(oracle, rederiving, query, "tomi", story_id, story.target)
             examples.append(
                 Example(
@@ -267,7 +298,9 @@ def _generate_tomi(cfg: GenerateConfig, seen: set[str]) -> list[Example]:
                     },
                 )
             )
-        stories.append((story_id, (story_type,), examples))
+        stories.append((story_id, (story.story_type,), examples))
+    if cfg.shortcut_neutral:  # the greedy pick alternates answer kinds from slot to slot: do not let file order show it
+        random.Random(f"{source}-neutral-order:{cfg.seed}").shuffle(stories)
     return _with_splits(stories, cfg)
 
 

@@ -28,6 +28,10 @@ A story follows the official Hi-ToM generator (github ying-hui-he/Hi-ToM_dataset
   "Where is the O really?", order 1 "Where does A really think the O is?", order k "Where does A
   think B thinks … the O is?" with k distinct agents, drawn at random.
 
+Words come from the ``vocabulary`` pool (:func:`tomrl.generators.vocabulary.vocabulary`). With
+``shortcut_neutral`` a later chapter is about the first chapter's object again with probability ½,
+and stories and questions are picked by :mod:`tomrl.generators.neutral`.
+
 Labels come from :class:`tomrl.world.oracle.BeliefOracle` (``semantics``); each generated story
 is parsed back from its text and every label re-derived, and generation stops on any difference.
 Stories are balanced over (deception, length) and questions over orders; the same config and
@@ -39,7 +43,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from tomrl.generators.vocabulary import ANIMALS, CONTAINERS, NAMES, OBJECTS, PERSONAL_ITEMS, ROOMS
+from tomrl.generators.vocabulary import ANIMALS, PERSONAL_ITEMS, Vocabulary, vocabulary
 from tomrl.world.oracle import BeliefOracle, Semantics
 from tomrl.world.world import (
     WAITING_ROOM,
@@ -134,12 +138,20 @@ def build_story(
     agents: int = 5,
     distractor_prob: float = 0.1,
     last_mover_returns: bool = True,
+    words: Vocabulary | None = None,
+    revisit_prob: float = 0.0,
 ) -> HitomStory:
-    """Draw one Hi-ToM-style story from ``rng`` (see the module docstring for its structure)."""
-    names = tuple(rng.sample(NAMES, agents))
-    rooms = tuple(rng.sample(ROOMS, ROOMS_PER_STORY))
-    containers = rng.sample(CONTAINERS, ROOMS_PER_STORY * CONTAINERS_PER_ROOM)
-    objects = tuple(rng.sample(OBJECTS, ROOMS_PER_STORY * OBJECTS_PER_ROOM))
+    """Draw one Hi-ToM-style story from ``rng`` (see the module docstring for its structure).
+
+    ``words``: the word pool (default: every word); ``revisit_prob``: the chance that a later
+    chapter is about the first chapter's object again, in its room (shortcut-neutral generation
+    uses it so that the answer is not always settled by the first chapter's exits).
+    """
+    words = words or vocabulary("all")
+    names = tuple(rng.sample(words.names, agents))
+    rooms = tuple(rng.sample(words.rooms, ROOMS_PER_STORY))
+    containers = rng.sample(words.containers, ROOMS_PER_STORY * CONTAINERS_PER_ROOM)
+    objects = tuple(rng.sample(words.objects, ROOMS_PER_STORY * OBJECTS_PER_ROOM))
     room_containers = {room: containers[i * CONTAINERS_PER_ROOM : (i + 1) * CONTAINERS_PER_ROOM] for i, room in enumerate(rooms)}
     container_rooms = {c: room for room, cs in room_containers.items() for c in cs}
     where: dict[str, str] = {}
@@ -160,6 +172,8 @@ def build_story(
         obj = rng.choice(room_objects[room])
         if chapter == 0:
             target = obj
+        elif revisit_prob and rng.random() < revisit_prob:
+            room, obj = chapter_rooms[0], target
         chapter_rooms.append(room)
         order = rng.sample(names, agents)
         members = order[: sizes[chapter]]

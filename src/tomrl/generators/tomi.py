@@ -35,7 +35,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from tomrl.generators.vocabulary import CONTAINERS, NAMES, OBJECTS, ROOMS
+from tomrl.generators.vocabulary import Vocabulary, vocabulary
 from tomrl.world.world import Distractor, Enter, Event, Exit, Move, ObjectLocation, Query, WorldSetup
 
 # Question slots of one story, in ToMi's order of asking: (type, chain of agent roles).
@@ -61,12 +61,13 @@ class TomiStory:
     story_type: str
 
 
-def build_story(rng: random.Random, story_type: str, noise: bool = True) -> TomiStory:
-    """Draw one ToMi-style story of ``story_type`` from ``rng``."""
-    a, b, c = rng.sample(NAMES, 3)
-    room, other_room = rng.sample(ROOMS, 2)
-    obj = rng.choice(OBJECTS)
-    first, second = rng.sample(CONTAINERS, 2)
+def build_story(rng: random.Random, story_type: str, noise: bool = True, words: Vocabulary | None = None) -> TomiStory:
+    """Draw one ToMi-style story of ``story_type`` from ``rng`` (``words``: the word pool, default every word)."""
+    words = words or vocabulary("all")
+    a, b, c = rng.sample(words.names, 3)
+    room, other_room = rng.sample(words.rooms, 2)
+    obj = rng.choice(words.objects)
+    first, second = rng.sample(words.containers, 2)
     setup = WorldSetup(agents=(a, b, c), container_rooms={first: room, second: room}, initial_locations={obj: first})
 
     entering = [a, b]
@@ -101,7 +102,7 @@ def build_story(rng: random.Random, story_type: str, noise: bool = True) -> Tomi
         for offset, (position, event) in enumerate(zip(positions, [Enter((c,), c_room), Exit(c, c_room)])):
             core.insert(position + offset, event)
     if noise:
-        things = OBJECTS + ROOMS
+        things = words.objects + words.rooms
         for _ in range(rng.randrange(3)):
             sentence = Distractor(f"{rng.choice((a, b, c))} {rng.choice(_NOISE_VERBS)} the {rng.choice(things)}")
             core.insert(rng.randrange(len(core) + 1), sentence)

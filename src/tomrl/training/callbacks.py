@@ -104,8 +104,10 @@ class Validator(TrainerCallback):
         seed: int,
         progress: "RichProgress | None" = None,
         fast_dtype: Any = None,
+        stop_at_answer: bool = False,
     ):
         self.run_dir = Path(run_dir)
+        self.stop_at_answer = stop_at_answer  # TrainConfig.stop_at_answer: end answers at the first </answer>
         self.examples, self.prompts = list(examples), list(prompts)
         self.settings, self.prefill, self.tokenizer, self.seed = settings, prefill, tokenizer, seed
         self.progress = progress
@@ -161,6 +163,7 @@ class Validator(TrainerCallback):
                 seed=self.seed + step,
                 progress=(lambda n: self.progress.advance_validation(task, n)) if task is not None else None,
                 fast_dtype=self.fast_dtype,
+                stop_at_answer=self.stop_at_answer,
             )
         gathered = gather_object([(i, c) for i, c in zip(indices, completions)])
         if self.progress and accelerator.is_main_process:

@@ -13,7 +13,9 @@ data are rebuilt (a crash between the files must not pass for "no validation set
     from tomrl.training.data import prepare_data
     train, validation = prepare_data(cfg, run_dir)
 
-OpenToM is refused: its licence and its authors ask that it is used for evaluation only.
+OpenToM is refused: its licence and its authors ask that it is used for evaluation only. The
+validation set must be a dev split, never a test set (:mod:`tomrl.training.split_rule`): the check
+runs when the data are built, and its finding is frozen beside them in ``split_check.json``.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Sequence
 from tomrl.config import ConfigError
 from tomrl.io import atomic_write_json
 from tomrl.schema import Example, ReadReport, read_examples, write_examples
+from tomrl.training.split_rule import SPLIT_CHECK_FILE, check_splits
 
 TRAIN_FILE = "train.jsonl"
 VALIDATION_FILE = "validation.jsonl"
@@ -47,7 +50,8 @@ def prepare_data(cfg, run_dir: str | Path) -> tuple[list[Example], list[Example]
     # (the build is deterministic in the seed), never reading half of the files.
     shutil.rmtree(data_dir, ignore_errors=True)
     skipped: list[str] = []
-    train, validation = build_data(cfg, data_dir, skipped)
+    recipe_tests: dict[str, list[Example]] = {}
+    train, validation = build_data(cfg, data_dir, skipped, recipe_tests)
     refuse_evaluation_only(train, "training")
     if cfg.data.max_train_examples is not None:
         train = train[: cfg.data.max_train_examples]
@@ -55,17 +59,22 @@ def prepare_data(cfg, run_dir: str | Path) -> tuple[list[Example], list[Example]
         validation = validation[: cfg.data.max_validation_examples]
     if not train:
         raise ConfigError("the training set is empty: check data.* in the config")
+    split_check = check_splits(train, validation, cfg.data, _validation_source(cfg.data), cfg.data.recipe, recipe_tests)
     write_examples(train_path, train)
     if validation:
         write_examples(validation_path, validation)
+    atomic_write_json(data_dir / SPLIT_CHECK_FILE, split_check.to_dict())
     if skipped:
         atomic_write_json(data_dir / SKIPPED_FILE, {"skipped_lines": len(skipped), "reasons": skipped})
     atomic_write_json(data_dir / COMPLETE_MARKER, {"train": len(train), "validation": len(validation), "skipped_lines": len(skipped)})  # written last
     return train, validation
 
 
-def build_data(cfg, data_dir: Path, skipped: list[str] | None = None) -> tuple[list[Example], list[Example]]:
-    """(train, validation) from the configured source; bad rows skipped (``data.skip_bad``) are appended to ``skipped``."""
+def build_data(
+    cfg, data_dir: Path, skipped: list[str] | None = None, recipe_tests: dict[str, list[Example]] | None = None
+) -> tuple[list[Example], list[Example]]:
+    """(train, validation) from the configured source; bad rows skipped (``data.skip_bad``) are appended to
+    ``skipped``, and a recipe's test sets are put into ``recipe_tests`` (for the split rule)."""
     data = cfg.data
     rng = random.Random(cfg.seed)
     skipped = skipped if skipped is not None else []
@@ -78,7 +87,9 @@ def build_data(cfg, data_dir: Path, skipped: list[str] | None = None) -> tuple[l
         validation = read(data.validation_files)
         return _maybe_shuffle(train, data.shuffle, rng), validation
     if data.recipe is not None:
-        train, validation = _from_recipe(data.recipe)
+        train, validation, tests = _from_recipe(data.recipe)
+        if recipe_tests is not None:
+            recipe_tests.update(tests)
         if data.validation_files:
             validation = read(data.validation_files)
         return _maybe_shuffle(train, data.shuffle, rng), validation
@@ -126,7 +137,16 @@ def _maybe_shuffle(examples: list[Example], shuffle: bool, rng: random.Random) -
     return examples
 
 
-def _from_recipe(name: str) -> tuple[list[Example], list[Example]]:
+def _validation_source(data) -> str:
+    """Where the validation set comes from, as the split rule's messages name it."""
+    if data.validation_files:
+        return "data.validation_files " + ", ".join(data.validation_files)
+    if data.recipe is not None:
+        return f"recipe '{data.recipe}'"
+    return "data.generate's validation set"
+
+
+def _from_recipe(name: str) -> tuple[list[Example], list[Example], dict[str, list[Example]]]:
     try:
         from tomrl.recipes import build_recipe
     except ImportError as err:  # the recipes module is part of the data stage
@@ -134,7 +154,8 @@ def _from_recipe(name: str) -> tuple[list[Example], list[Example]]:
     built = build_recipe(name)
     train = [e for e in _examples_of(built, "train")]
     validation = [e for e in _examples_of(built, "validation")]
-    return train, validation
+    tests = built.get("test", {}) if isinstance(built, dict) else {}
+    return train, validation, dict(tests)
 
 
 def _examples_of(built, split: str) -> list[Example]:

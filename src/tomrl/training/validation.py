@@ -1,7 +1,9 @@
 """Validation during training: answer held-out questions with the live policy, score, split by order.
 
-The answers are generated with ``model.generate`` (greedy by default), stopped right after
-``</answer>``, and scored by the shared checker (:func:`tomrl.rewards.answer.check_answer`), so
+The answers are generated with ``model.generate`` (greedy by default) until EOS or the token
+budget, as the papers do (Paper A's scoring reads the *last* answer tag; the strict scheme fails a
+completion that goes on after ``</answer>``); with ``stop_at_answer`` (a speed option of CPU demos
+and smoke runs) they end right after the first ``</answer>``. They are scored by the shared checker (:func:`tomrl.rewards.answer.check_answer`), so
 "correct" means the same here as in ``tomrl eval``. Every accuracy carries its 95 % Wilson
 interval and n.
 
@@ -66,8 +68,10 @@ def generate_completions(
     seed: int = 0,
     progress: Any = None,
     fast_dtype: Any = None,
+    stop_at_answer: bool = False,
 ) -> list[tuple[str, int]]:
-    """``(text, generated_tokens)`` per prompt, in prompt order; each ends after ``</answer>`` or EOS.
+    """``(text, generated_tokens)`` per prompt, in prompt order; each ends at EOS or the token budget
+    (with ``stop_at_answer``: right after its first ``</answer>``, if that comes first).
 
     Llama/Qwen models use the evaluation engine's continuous-batching decoder
     (:class:`tomrl.evaluation.hf.SlotGenerator`, what ``tomrl eval`` runs, several times faster than
@@ -78,6 +82,7 @@ def generate_completions(
 
     from tomrl.evaluation.hf import slot_path_supported
 
+    stop = STOP if stop_at_answer else None
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
@@ -85,14 +90,16 @@ def generate_completions(
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []), torch.inference_mode():
             torch.manual_seed(seed)
             if slot_path_supported(model):
-                return _generate_with_slots(model, tokenizer, prompts, max_new_tokens, temperature, top_p, batch_size, seed, progress, fast_dtype)
-            return _generate_with_transformers(model, tokenizer, prompts, max_new_tokens, temperature, top_p, batch_size, progress)
+                return _generate_with_slots(
+                    model, tokenizer, prompts, max_new_tokens, temperature, top_p, batch_size, seed, progress, fast_dtype, stop
+                )
+            return _generate_with_transformers(model, tokenizer, prompts, max_new_tokens, temperature, top_p, batch_size, progress, stop)
     finally:
         if was_training:
             model.train()
 
 
-def _generate_with_slots(model, tokenizer, prompts, max_new_tokens, temperature, top_p, batch_size, seed, progress, fast_dtype):
+def _generate_with_slots(model, tokenizer, prompts, max_new_tokens, temperature, top_p, batch_size, seed, progress, fast_dtype, stop):
     import copy
 
     from tomrl.evaluation.engines import Sampling
@@ -101,7 +108,7 @@ def _generate_with_slots(model, tokenizer, prompts, max_new_tokens, temperature,
     source = model
     if fast_dtype is not None and next(model.parameters()).dtype != fast_dtype:
         source = copy.deepcopy(model).to(fast_dtype)
-    sampling = Sampling(temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, stop=(STOP,), seed=seed)
+    sampling = Sampling(temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, stop=(stop,) if stop else (), seed=seed)
     generator = SlotGenerator(SlotModel(source), tokenizer, _eos_ids(model, tokenizer), batch_size)
     token_lists = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
     results: list[tuple[str, int] | None] = [None] * len(prompts)
@@ -112,7 +119,7 @@ def _generate_with_slots(model, tokenizer, prompts, max_new_tokens, temperature,
     return [r for r in results if r is not None]
 
 
-def _generate_with_transformers(model, tokenizer, prompts, max_new_tokens, temperature, top_p, batch_size, progress):
+def _generate_with_transformers(model, tokenizer, prompts, max_new_tokens, temperature, top_p, batch_size, progress, stop):
     from tomrl.evaluation.hf import left_padded
     from tomrl.training.trainer import cut_completion
 
@@ -123,6 +130,7 @@ def _generate_with_transformers(model, tokenizer, prompts, max_new_tokens, tempe
     results: list[tuple[str, int] | None] = [None] * len(prompts)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     sampling = {"do_sample": True, "temperature": temperature, "top_p": top_p} if temperature > 0 else {"do_sample": False}
+    stopping = {"stop_strings": [stop], "tokenizer": tokenizer} if stop else {}
     for start in range(0, len(order), batch_size):
         batch = order[start : start + batch_size]
         input_ids, attention_mask = left_padded([token_lists[i] for i in batch], pad_id)
@@ -133,13 +141,12 @@ def _generate_with_transformers(model, tokenizer, prompts, max_new_tokens, tempe
             max_new_tokens=max_new_tokens,
             pad_token_id=pad_id,
             eos_token_id=sorted(eos_ids),
-            stop_strings=[STOP],
-            tokenizer=tokenizer,
             top_k=None,
+            **stopping,
             **sampling,
         )
         for row, index in enumerate(batch):
-            ids = cut_completion(output[row, width:].tolist(), eos_ids, tokenizer, STOP)
+            ids = cut_completion(output[row, width:].tolist(), eos_ids, tokenizer, stop)
             results[index] = (tokenizer.decode(ids, skip_special_tokens=True), len(ids))
         if progress is not None:
             progress(len(batch))
@@ -190,8 +197,9 @@ def validate(
     seed: int = 0,
     progress: Any = None,
     fast_dtype: Any = None,
+    stop_at_answer: bool = False,
 ) -> ValidationResult:
-    """Generate and score answers to ``examples`` (``settings``: TrainConfig.eval)."""
+    """Generate and score answers to ``examples`` (``settings``: TrainConfig.eval; ``stop_at_answer``: TrainConfig's)."""
     started = time.perf_counter()
     completions = generate_completions(
         model,
@@ -204,6 +212,7 @@ def validate(
         seed=seed,
         progress=progress,
         fast_dtype=fast_dtype,
+        stop_at_answer=stop_at_answer,
     )
     result = score_completions(examples, completions, settings.scheme, prefill)
     result.seconds = time.perf_counter() - started
@@ -230,7 +239,10 @@ def validate_saved_model(model_path: str, examples: Sequence[Example], cfg: Any)
     prefill = default_prefill(cfg.prompt_style) if cfg.prefill is None else cfg.prefill
     examples = list(examples)[: cfg.eval.max_examples] if cfg.eval.max_examples is not None else list(examples)
     prompts = [render_prompt(e, tokenizer, cfg.prompt_style, prefill) for e in examples]
-    return validate(model, tokenizer, examples, prompts, cfg.eval, prefill, seed=cfg.seed, fast_dtype=generation_dtype(cfg.precision))
+    return validate(
+        model, tokenizer, examples, prompts, cfg.eval, prefill, seed=cfg.seed, fast_dtype=generation_dtype(cfg.precision),
+        stop_at_answer=cfg.stop_at_answer,
+    )
 
 
 def generation_dtype(precision: str):
