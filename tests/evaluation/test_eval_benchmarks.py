@@ -102,3 +102,21 @@ def test_vllm_engine_reports_missing_package_and_maps_reasons():
     if importlib.util.find_spec("vllm") is None:
         with pytest.raises(RuntimeError, match="pip install vllm"):
             VLLMEngine("smollm2-135m")
+
+
+def test_a_jsonl_file_is_a_benchmark_named_after_it(tmp_path):
+    from tomrl.generators import generate
+    from tomrl.generators.config import GenerateConfig
+    from tomrl.schema import write_examples
+
+    path = tmp_path / "my_set.jsonl"
+    write_examples(path, generate(GenerateConfig(n=6, seed=2, orders=[1, 2], lengths=[1], split_fractions={"test": 1.0})))
+    [(benchmark, optional)] = resolve([str(path)])
+    assert benchmark.name == "file-my_set" and not optional and benchmark.loader == "jsonl-file"
+    assert [e.id for e in load_examples(benchmark, {}, heldout_n=1, heldout_seed=0)] == [e.id for e in generate(
+        GenerateConfig(n=6, seed=2, orders=[1, 2], lengths=[1], split_fractions={"test": 1.0}))]
+    first_version = benchmark.version
+    path.write_text("".join(path.read_text().splitlines(keepends=True)[:3]))
+    assert resolve([str(path)])[0][0].version != first_version  # other content: a run folder will not mix them
+    with pytest.raises(ConfigError, match="not found"):
+        resolve([str(tmp_path / "missing.jsonl")])

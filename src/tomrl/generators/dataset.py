@@ -198,25 +198,31 @@ def _generate_hitom(cfg: GenerateConfig, seen: set[str]) -> list[Example]:
                     story_length=length,
                     story_id=story_id,
                     choices=list(story.choices),
-                    meta={
-                        "generator": source,
-                        "seed": cfg.seed,
-                        "story_index": index,
-                        "semantics": cfg.semantics,
-                        "query": _query_meta(query),
-                        "agents": list(story.agents),
-                        "chapter_rooms": list(story.chapter_rooms),
-                        "true_location": true_location,
-                        "first_location": story.setup.initial_locations[story.target],
-                        "tom": answer != true_location,
-                        "tells": _tells(story.events),
-                    },
+                    meta=hitom_meta(cfg, source, index, story, story.events, query, answer, true_location),
                 )
             )
         stories.append((story_id, (deception, length), examples))
     if cfg.shortcut_neutral:  # the greedy pick alternates answer kinds from slot to slot: do not let file order show it
         random.Random(f"{source}-neutral-order:{cfg.seed}").shuffle(stories)
     return _with_splits(stories, cfg)
+
+
+def hitom_meta(cfg: GenerateConfig, source: str, index: int, story, events, query: Query, answer: str, true_location: str) -> dict:
+    """The ``meta`` of a generated Hi-ToM example about ``story`` told as ``events`` (an edited
+    story's events for a counterfactual pair member)."""
+    return {
+        "generator": source,
+        "seed": cfg.seed,
+        "story_index": index,
+        "semantics": cfg.semantics,
+        "query": _query_meta(query),
+        "agents": list(story.agents),
+        "chapter_rooms": list(story.chapter_rooms),
+        "true_location": true_location,
+        "first_location": story.setup.initial_locations[story.target],
+        "tom": answer != true_location,
+        "tells": _tells(events),
+    }
 
 
 def _labelled(oracle: BeliefOracle, rederiving, query, style: str, story_id: str, target: str) -> tuple[str, str, str]:

@@ -136,21 +136,9 @@ def _chains(agents: tuple[str, ...], order: int) -> list[tuple[str, ...]]:
 
 
 def _meta(cfg: GenerateConfig, index: int, story: hitom.HitomStory, events, query: Query, answer: str, true_location: str) -> dict:
-    from tomrl.generators.dataset import _query_meta, _tells
+    from tomrl.generators.dataset import hitom_meta
 
-    return {
-        "generator": SOURCE,
-        "seed": cfg.seed,
-        "story_index": index,
-        "semantics": cfg.semantics,
-        "query": _query_meta(query),
-        "agents": list(story.agents),
-        "chapter_rooms": list(story.chapter_rooms),
-        "true_location": true_location,
-        "first_location": story.setup.initial_locations[story.target],
-        "tom": answer != true_location,
-        "tells": _tells(events),
-    }
+    return hitom_meta(cfg, SOURCE, index, story, events, query, answer, true_location)
 
 
 def _example(cfg, index, story, events, text, story_id, query, k, oracle, extra: dict) -> Example:
