@@ -371,6 +371,13 @@ def eval_args(out: Path) -> list[str]:
             "--greedy", "--out", str(out), "heldout_n=8", "max_new_tokens=32", "batch_size=2", "hf_mode=slots"]
 
 
+def interruptible_eval_args(out: Path) -> list[str]:
+    """``eval_args`` with answers long enough that a Ctrl-C sent after the second answer lands mid-run:
+    generating to EOS (no stop string), the tiny model finishes all 16 short answers in well under a
+    second on an idle CPU, before the signal arrives."""
+    return [*eval_args(out), "max_new_tokens=256"]
+
+
 def _counts(stdout: str) -> tuple[int, int]:
     match = re.search(r"\((\d+) answers generated now, (\d+) reused\)", stdout)
     assert match, stdout[-2000:]
@@ -418,7 +425,7 @@ def interrupted_eval(tmp_path_factory, hermetic_home) -> dict:
     folder = tmp_path_factory.mktemp("interrupted")
     out = folder / "run"
     log = folder / "interrupted.log"
-    process = start_cli(eval_args(out), cli_env(hermetic_home), folder, log)
+    process = start_cli(interruptible_eval_args(out), cli_env(hermetic_home), folder, log)
     reached = wait_until(lambda: len(complete_lines(out / "samples.jsonl")) >= 2, process, timeout=240)
     code = kill(process, signal.SIGINT)
     assert reached, log.read_text()[-2000:]
@@ -432,7 +439,7 @@ def test_eval_ctrl_c_stops_cleanly_and_the_rerun_finishes(interrupted_eval, herm
     assert (out / "samples.jsonl").read_bytes().endswith(b"\n")  # no torn line after a clean stop
     json.loads((out / "results.json").read_text())  # the summary of what was done is valid
     done = len(interrupted_eval["lines"])
-    result = run_cli(eval_args(out), cli_env(hermetic_home), interrupted_eval["folder"])
+    result = run_cli(interruptible_eval_args(out), cli_env(hermetic_home), interrupted_eval["folder"])
     assert result.returncode == 0 and _counts(result.stdout) == (EVAL_ITEMS - done, done)
     _check_eval_complete(out)
 
