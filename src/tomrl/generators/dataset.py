@@ -158,16 +158,7 @@ def _generate_hitom(cfg: GenerateConfig, seen: set[str]) -> list[Example]:
         deception, length = cells[index]
 
         def build(rng: random.Random, deception=deception, length=length):
-            return hitom.build_story(
-                rng,
-                chapters=length,
-                deception=deception,
-                agents=cfg.agents,
-                distractor_prob=cfg.distractor_prob,
-                last_mover_returns=cfg.last_mover_returns,
-                words=words,
-                revisit_prob=neutral.REVISIT_PROB if cfg.shortcut_neutral else 0.0,
-            )
+            return build_hitom_story(cfg, rng, deception, length, words, neutral.REVISIT_PROB if cfg.shortcut_neutral else 0.0)
 
         if cfg.shortcut_neutral:  # one question per story, chosen with it (tomrl.generators.neutral)
             kept = neutral.draw_hitom(cfg, source, index, build, order_cycle[slot % len(order_cycle)], seen, balance)
@@ -205,6 +196,21 @@ def _generate_hitom(cfg: GenerateConfig, seen: set[str]) -> list[Example]:
     if cfg.shortcut_neutral:  # the greedy pick alternates answer kinds from slot to slot: do not let file order show it
         random.Random(f"{source}-neutral-order:{cfg.seed}").shuffle(stories)
     return _with_splits(stories, cfg)
+
+
+def build_hitom_story(cfg: GenerateConfig, rng: random.Random, deception: bool, length: int, words, revisit_prob: float = 0.0):
+    """One Hi-ToM story of ``length`` chapters drawn from ``rng`` with ``cfg``'s agents, distractors and
+    return rule (plain examples and counterfactual pair members alike)."""
+    return hitom.build_story(
+        rng,
+        chapters=length,
+        deception=deception,
+        agents=cfg.agents,
+        distractor_prob=cfg.distractor_prob,
+        last_mover_returns=cfg.last_mover_returns,
+        words=words,
+        revisit_prob=revisit_prob,
+    )
 
 
 def hitom_meta(cfg: GenerateConfig, source: str, index: int, story, events, query: Query, answer: str, true_location: str) -> dict:

@@ -174,15 +174,9 @@ def _plan(cfg: GenerateConfig, kind: str) -> tuple[list[tuple[bool, int]], list[
 
 
 def _build(cfg: GenerateConfig, rng: random.Random, deception: bool, length: int) -> hitom.HitomStory:
-    return hitom.build_story(
-        rng,
-        chapters=length,
-        deception=deception,
-        agents=cfg.agents,
-        distractor_prob=cfg.distractor_prob,
-        last_mover_returns=cfg.last_mover_returns,
-        words=vocabulary(cfg.vocabulary),
-    )
+    from tomrl.generators.dataset import build_hitom_story
+
+    return build_hitom_story(cfg, rng, deception, length, vocabulary(cfg.vocabulary))
 
 
 def generate_pairs(cfg: GenerateConfig, seen: set[str]) -> list[Example]:
