@@ -21,7 +21,9 @@ Each verb lives in the module of its stage, which provides ``register(parser)`` 
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
+import os
 import signal
 import sys
 
@@ -93,6 +95,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def describe_os_error(err: OSError) -> str:
+    """One line for an OSError: the path, what went wrong, and for common cases what it means."""
+    hints = {
+        errno.ENOTDIR: " (a file is where a folder is needed)",
+        errno.EEXIST: " (a file is where a folder is needed)",
+        errno.ENAMETOOLONG: " (file names are limited to 255 bytes)",
+        errno.EACCES: "",
+        errno.EROFS: "",
+    }
+    what = err.strerror or (str(err).splitlines()[0] if str(err) else type(err).__name__)
+    where = f"{err.filename}: " if err.filename else ""
+    return f"{where}{what}{hints.get(err.errno, '')}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
@@ -105,12 +121,22 @@ def main(argv: list[str] | None = None) -> int:
     if extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     from tomrl.config import ConfigError
-    from tomrl.io import BadInputError
+    from tomrl.io import BadInputError, redact_secrets
 
     try:
         return int(args._run(args) or 0)
     except (ConfigError, BadInputError) as err:
-        print(f"tomrl: error: {err}", file=sys.stderr)
+        print(f"tomrl: error: {redact_secrets(str(err))}", file=sys.stderr)
+        return 2
+    except OSError as err:  # the file system or the network: unwritable --out, a full disk, no connection
+        if os.environ.get("TOMRL_TRACEBACK"):
+            raise
+        print(f"tomrl: error: {redact_secrets(describe_os_error(err))}", file=sys.stderr)
+        return 2
+    except RecursionError:
+        if os.environ.get("TOMRL_TRACEBACK"):
+            raise
+        print("tomrl: error: an input is nested too deeply to read (deeply nested JSON or YAML?)", file=sys.stderr)
         return 2
     except NotImplementedError as err:
         print(f"tomrl: {err}", file=sys.stderr)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import math
 import types
 import typing
 from pathlib import Path
@@ -108,7 +109,7 @@ def parse_overrides(overrides: Iterable[str]) -> dict:
         if not key:
             raise ConfigError(f"override '{item}' has an empty key")
         try:
-            value = yaml.safe_load(raw) if raw.strip() else ""
+            value = yaml_safe_load(raw) if raw.strip() else ""
         except yaml.YAMLError as err:
             raise ConfigError(f"override '{item}': value is not valid YAML: {err}") from None
         node = result
@@ -131,6 +132,29 @@ def _deep_merge(base: dict, update: dict) -> dict:
     return merged
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """yaml's SafeLoader, except that a mapping giving one key twice is an error (not last-wins)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: set = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if isinstance(key, typing.Hashable) and key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r} (the first value would be silently lost)", key_node.start_mark
+                )
+            seen.add(key) if isinstance(key, typing.Hashable) else None
+        return super().construct_mapping(node, deep=deep)
+
+
+def yaml_safe_load(text: str) -> Any:
+    """``yaml.safe_load`` that refuses duplicate keys (raises ``yaml.YAMLError``)."""
+    try:
+        return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+    except RecursionError:
+        raise yaml.YAMLError("nested too deeply") from None
+
+
 def read_yaml(path: str | Path) -> dict:
     path = Path(path)
     try:
@@ -140,7 +164,7 @@ def read_yaml(path: str | Path) -> dict:
     except UnicodeDecodeError as err:
         raise ConfigError(f"{path}: not UTF-8 text ({err})") from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml_safe_load(text)
     except yaml.YAMLError as err:
         raise ConfigError(f"{path}: invalid YAML: {err}") from None
     if data is None:
@@ -154,17 +178,46 @@ def config_from_dict(cls: type[T], data: dict, source: str = "<dict>") -> T:
     """Validate ``data`` against config class ``cls``; errors name the key and ``source``."""
     import pydantic
 
+    from tomrl.io import redact_secrets
+
     _check_unknown_keys(cls, data, source)
     try:
-        return pydantic.TypeAdapter(cls).validate_python(data)
+        cfg = pydantic.TypeAdapter(cls).validate_python(data)
     except pydantic.ValidationError as err:
         problems = []
         for e in err.errors():
             loc = ".".join(str(p) for p in e["loc"]) or "<top level>"
-            problems.append(f"{source}: key '{loc}': {e['msg']} (got {e.get('input')!r})")
+            problems.append(f"{source}: key '{loc}': {e['msg']} (got {redact_secrets(e.get('input'))!r})")
         raise ConfigError("\n".join(problems)) from None
     except (ValueError, TypeError) as err:
-        raise ConfigError(f"{source}: {err}") from None
+        raise ConfigError(redact_secrets(f"{source}: {err}")) from None
+    _check_numbers(cfg, source)
+    return cfg
+
+
+# Seeds go to numpy, torch and Python's random; numpy takes 0 <= seed < 2**32.
+SEED_RANGE = (0, 2**32 - 1)
+
+
+def _check_numbers(cfg: Any, source: str, prefix: str = "") -> None:
+    """Rules every config shares: no NaN or infinite float (they pass type and range checks, since
+    every comparison with NaN is false), and seeds (``seed``, ``*_seed``) in numpy's range."""
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        key = f"{prefix}{f.name}"
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            _check_numbers(value, source, f"{key}.")
+            continue
+        items = value if isinstance(value, (list, tuple)) else [value]
+        for item in items:
+            if dataclasses.is_dataclass(item) and not isinstance(item, type):
+                _check_numbers(item, source, f"{key}[].")
+            elif isinstance(item, float) and not math.isfinite(item):
+                raise ConfigError(f"{source}: key '{key}': must be a finite number, got {item}")
+            elif (f.name == "seed" or f.name.endswith("_seed")) and isinstance(item, int) and not isinstance(item, bool):
+                low, high = SEED_RANGE
+                if not low <= item <= high:
+                    raise ConfigError(f"{source}: key '{key}': a seed must be between {low} and {high}, got {item}")
 
 
 def load_config(cls: type[T], path: str | Path | None = None, overrides: Iterable[str] = ()) -> T:
@@ -185,7 +238,9 @@ def config_to_dict(cfg: Any) -> dict:
 def save_config(cfg: Any, path: str | Path) -> None:
     from tomrl.io import atomic_write_text
 
-    atomic_write_text(path, yaml.safe_dump(config_to_dict(cfg), sort_keys=False))
+    from tomrl.io import redact_secrets
+
+    atomic_write_text(path, yaml.safe_dump(redact_secrets(config_to_dict(cfg)), sort_keys=False))
 
 
 def describe(cls: type, prefix: str = "") -> list[tuple[str, str, str, str]]:

@@ -10,8 +10,11 @@ time and flushed; :func:`read_jsonl` tolerates a torn last line only where the c
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
+import re
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any, Iterator
@@ -26,12 +29,116 @@ class BadInputError(ValueError):
     """Input that cannot be used; the message names the file, line and field."""
 
 
+# A line of a JSONL file longer than this is refused while reading, before it is parsed: a
+# ToM example is a few kilobytes, and parsing a 50 MB line takes a minute and gigabytes.
+MAX_LINE_BYTES = 16 * 1024 * 1024
+
+
+class FolderInUseError(BadInputError):
+    """Another process holds the lock of a run folder."""
+
+
+def _temp_prefix(path: Path) -> str:
+    # Cut long names so that ".NAME.PID.XXXXXXXX.tmp" stays within the 255-byte limit of a file
+    # name whenever NAME itself does.
+    name = path.name.encode("utf-8")[:200].decode("utf-8", "ignore")
+    return f".{name}."
+
+
+def _remove_stale_temp_files(path: Path) -> None:
+    """Delete temporary siblings of ``path`` left by writers that were killed (their pid is gone).
+
+    Temporary names carry the writer's pid (``.NAME.PID.XXXX.tmp``), so a file a live process is
+    still writing is never touched.
+    """
+    prefix = _temp_prefix(path)
+    try:
+        siblings = list(path.parent.iterdir())
+    except OSError:
+        return
+    for sibling in siblings:
+        name = sibling.name
+        if not (name.startswith(prefix) and name.endswith(".tmp")):
+            continue
+        pid_text = name[len(prefix) :].split(".", 1)[0]
+        if not pid_text.isdigit() or _pid_alive(int(pid_text)):
+            continue
+        with contextlib.suppress(OSError):
+            sibling.unlink()
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
+
+
+def _write_through_target(path: Path) -> bool:
+    """True when ``path`` must be opened and written in place rather than replaced by a rename.
+
+    A device (``/dev/null``), a FIFO, ``/dev/stdout`` or a link into ``/proc`` or ``/dev`` is
+    written through; a renamed file would silently take its place. A folder or a socket is refused.
+    """
+    if not os.path.lexists(path):
+        return False
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:  # a dangling symlink: written at its target (below)
+        return False
+    if stat.S_ISDIR(mode):
+        raise BadInputError(f"{path}: is a folder, expected a file")
+    if stat.S_ISSOCK(mode):
+        raise BadInputError(f"{path}: is a socket; cannot write an output there")
+    if not stat.S_ISREG(mode):
+        return True  # character/block device, FIFO
+    real = os.path.realpath(path)
+    return real.startswith(("/proc/", "/dev/"))
+
+
+@contextlib.contextmanager
+def _open_through(path: Path, mode: str, encoding: str | None) -> Iterator[Any]:
+    flags = os.O_WRONLY | os.O_NONBLOCK  # a FIFO nobody reads fails at once (ENXIO) instead of hanging
+    if stat.S_ISREG(os.stat(path).st_mode):
+        flags |= os.O_APPEND  # /dev/stdout redirected to a file: after what was printed, not over it
+    try:
+        fd = os.open(path, flags)
+    except OSError as err:
+        if err.errno == errno.ENXIO:
+            raise BadInputError(f"{path}: is a FIFO with no reader; start the reader first") from None
+        raise
+    os.set_blocking(fd, True)
+    with os.fdopen(fd, mode, encoding=None if "b" in mode else encoding) as handle:
+        yield handle
+
+
 @contextlib.contextmanager
 def atomic_open(path: str | Path, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[Any]:
-    """Open a temporary sibling of ``path`` for writing; move it over ``path`` on success only."""
+    """Open a temporary sibling of ``path`` for writing; move it over ``path`` on success only.
+
+    ``path`` that is a device, a FIFO or ``/dev/stdout`` is written through instead (never
+    replaced); a symlink to a regular file keeps its link: the file it points to is replaced.
+    """
     path = Path(path)
+    if _write_through_target(path):
+        with _open_through(path, mode, encoding) as handle:
+            yield handle
+        return
+    if path.is_symlink():
+        path = Path(os.path.realpath(path))
+    if path.is_dir():
+        raise BadInputError(f"{path}: is a folder, expected a file")
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    _remove_stale_temp_files(path)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f"{_temp_prefix(path)}{os.getpid()}.", suffix=".tmp", dir=path.parent)
+    except OSError as err:  # name the file the user asked for, not the temporary one
+        raise type(err)(err.errno, err.strerror, str(path)) from None
     # mkstemp makes the file 0600; give it the permissions open() would (0666 less the umask), so
     # results and reports stay readable by the group as the user's umask says.
     os.chmod(tmp, 0o666 & ~_UMASK)
@@ -52,8 +159,33 @@ def atomic_write_text(path: str | Path, text: str) -> None:
         handle.write(text)
 
 
+# Credentials that must never reach a file: the user:password part of a URL, and strings shaped
+# like API keys (OpenAI sk-…, Hugging Face hf_…, Groq gsk_…, xAI xai-…).
+_URL_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]+@")
+_KEY_LIKE = re.compile(r"\b(?:sk-[A-Za-z0-9_-]{20,}|hf_[A-Za-z0-9]{30,}|gsk_[A-Za-z0-9]{40,}|xai-[A-Za-z0-9]{40,})")
+REDACTED = "***"
+
+
+def redact_secrets(value: Any) -> Any:
+    """``value`` with credentials in URLs (``http://u:KEY@host`` → ``http://***@host``) and key-like
+    strings replaced by ``***``, in strings nested anywhere in dicts, lists and tuples."""
+    if isinstance(value, str):
+        return _KEY_LIKE.sub(REDACTED, _URL_CREDENTIALS.sub(rf"\g<scheme>{REDACTED}@", value))
+    if isinstance(value, dict):
+        return {key: redact_secrets(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(redact_secrets(item) for item in value)
+    return value
+
+
+def looks_like_a_key(value: str) -> bool:
+    """Whether ``value`` is shaped like an API key (see :func:`redact_secrets`)."""
+    return bool(_KEY_LIKE.search(value))
+
+
 def atomic_write_json(path: str | Path, obj: Any) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n")
+    """Write ``obj`` as JSON, atomically; credentials in URLs and key-like strings are redacted."""
+    atomic_write_text(path, json.dumps(redact_secrets(obj), indent=2, ensure_ascii=False, default=str) + "\n")
 
 
 def write_jsonl(path: str | Path, rows: Any) -> int:
@@ -66,6 +198,31 @@ def write_jsonl(path: str | Path, rows: Any) -> int:
     return count
 
 
+class DuplicateKeyError(ValueError):
+    """A JSON object or YAML mapping that gives one key twice (the first value would be lost)."""
+
+
+def _object_without_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        twice = next(key for key, _ in pairs if key in seen or seen.add(key))
+        raise DuplicateKeyError(f"duplicate key '{twice}'")
+    return obj
+
+
+def loads_json(text: str | bytes, where: str) -> Any:
+    """``json.loads`` that refuses duplicate keys and deep nesting with one BadInputError naming ``where``."""
+    try:
+        return json.loads(text, object_pairs_hook=_object_without_duplicate_keys)
+    except DuplicateKeyError as err:
+        raise BadInputError(f"{where}: {err}") from None
+    except json.JSONDecodeError as err:
+        raise BadInputError(f"{where}: invalid JSON ({err.msg} at line {err.lineno}, column {err.colno})") from None
+    except RecursionError:
+        raise BadInputError(f"{where}: JSON nested too deeply") from None
+
+
 def scan_jsonl(path: str | Path) -> Iterator[tuple[int, dict | None, str | None]]:
     """Yield ``(line_number, object, None)`` per non-empty line, or ``(line_number, None, error)``.
 
@@ -74,29 +231,46 @@ def scan_jsonl(path: str | Path) -> Iterator[tuple[int, dict | None, str | None]
     """
     path = Path(path)
     try:
-        raw = path.read_bytes()
+        handle = open(path, "rb")
     except FileNotFoundError:
         raise BadInputError(f"{path}: file not found") from None
     except IsADirectoryError:
         raise BadInputError(f"{path}: is a directory, expected a JSONL file") from None
-    lines = raw.split(b"\n")
-    for index, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        where = f"{path}:{index}"
-        try:
-            obj = json.loads(line.decode("utf-8"))
-        except UnicodeDecodeError as err:
-            yield index, None, f"{where}: not valid UTF-8 ({err.reason} at byte {err.start})"
-            continue
-        except json.JSONDecodeError as err:
-            torn = " (the last line has no newline: a write cut short?)" if index == len(lines) else ""
-            yield index, None, f"{where}: invalid JSON ({err.msg} at column {err.colno}){torn}"
-            continue
-        if not isinstance(obj, dict):
-            yield index, None, f"{where}: expected a JSON object, got {type(obj).__name__}"
-            continue
-        yield index, obj, None
+    with handle:
+        index = 0
+        while True:
+            # Bounded reads: a huge line is refused when it is read, not after it is parsed.
+            line = handle.readline(MAX_LINE_BYTES + 1)
+            if not line:
+                return
+            index += 1
+            where = f"{path}:{index}"
+            if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
+                while line and not line.endswith(b"\n"):  # skip the rest of the line
+                    line = handle.readline(MAX_LINE_BYTES)
+                yield index, None, f"{where}: line longer than {MAX_LINE_BYTES // 2**20} MB; not a data row"
+                continue
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line.decode("utf-8"), object_pairs_hook=_object_without_duplicate_keys)
+            except DuplicateKeyError as err:
+                yield index, None, f"{where}: {err}"
+                continue
+            except UnicodeDecodeError as err:
+                yield index, None, f"{where}: not valid UTF-8 ({err.reason} at byte {err.start})"
+                continue
+            except json.JSONDecodeError as err:
+                torn = " (the last line has no newline: a write cut short?)" if not line.endswith(b"\n") else ""
+                yield index, None, f"{where}: invalid JSON ({err.msg} at column {err.colno}){torn}"
+                continue
+            except RecursionError:
+                yield index, None, f"{where}: JSON nested too deeply"
+                continue
+            if not isinstance(obj, dict):
+                yield index, None, f"{where}: expected a JSON object, got {type(obj).__name__}"
+                continue
+            yield index, obj, None
 
 
 def iter_jsonl(path: str | Path, allow_torn_tail: bool = False) -> Iterator[tuple[int, dict]]:
@@ -147,3 +321,41 @@ class JsonlAppender:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+@contextlib.contextmanager
+def locked_folder(folder: str | Path, verb: str = "tomrl") -> Iterator[None]:
+    """Hold an exclusive lock on the run folder ``folder`` (``.NAME.lock`` beside it) while working.
+
+    A second process on the same folder fails at once with :class:`FolderInUseError` naming the
+    holder's pid, instead of redoing (and interleaving) the same work. The lock file sits beside the
+    folder so that it also guards the folder's creation; the kernel drops it when the holder dies.
+    """
+    from filelock import FileLock, Timeout
+
+    folder = Path(os.path.abspath(folder))  # "." and "runs/x/" have a name too
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    lock_path = folder.with_name(f".{folder.name}.lock")
+    lock = FileLock(lock_path, timeout=0)
+    try:
+        lock.acquire()
+    except Timeout:
+        try:
+            pid, _, holder = lock_path.read_text(encoding="utf-8").strip().partition(" ")
+        except OSError:
+            pid, holder = "", ""
+        raise FolderInUseError(
+            f"{folder} is in use by {holder or 'another process'} (pid {pid or 'unknown'}); "
+            "wait for it to finish or choose another output folder"
+        ) from None
+    try:
+        with open(lock_path, "r+", encoding="utf-8") as handle:  # the lock's own file: no other writer
+            handle.truncate(0)
+            handle.write(f"{os.getpid()} {verb}\n")
+        yield
+    finally:
+        # Unlinked while still held: a waiting process that opened this inode sees it unlinked
+        # (filelock checks) and retries on a fresh file, so no lock file is left behind.
+        with contextlib.suppress(OSError):
+            lock_path.unlink()
+        lock.release()

@@ -236,11 +236,13 @@ def tiny_model_dir() -> Path:
     return target
 
 
-def model_reference_problem(name_or_path: str) -> str | None:
+def model_reference_problem(name_or_path: str, trust_remote_code: bool = False) -> str | None:
     """Why ``name_or_path`` cannot name a model, or None when it may (checked before any work).
 
-    Embedded names are fine; an existing folder must hold a ``config.json``; a local-looking
-    path (``/x``, ``./x``, ``~/x``, ``a/b/c``, or one whose first folder exists here) must exist.
+    Embedded names are fine; an existing folder must hold a ``config.json`` that parses, must not
+    ask for its own code (``auto_map``) unless ``trust_remote_code``, and must hold complete
+    ``*.safetensors`` weights (pickled ``*.bin`` weights are never loaded); a local-looking path
+    (``/x``, ``./x``, ``~/x``, ``a/b/c``, or one whose first folder exists here) must exist.
     A hub id (``org/name`` or ``name``) cannot be checked offline and passes.
     """
     name = name_or_path.strip()
@@ -254,18 +256,78 @@ def model_reference_problem(name_or_path: str) -> str | None:
             return f"{name} is a file; give the model's folder (with config.json and *.safetensors)"
         if not (path / "config.json").is_file():
             return f"{name} has no config.json: not a model folder (a checkpoint folder holds config.json and *.safetensors)"
-        return None
+        return _model_folder_problem(name, path, trust_remote_code)
     looks_local = name.startswith(("/", "./", "../", "~")) or name.count("/") > 1 or Path(name.split("/")[0]).is_dir()
     if looks_local:
         return f"{name}: no such folder"
     return None
 
 
-def check_model_reference(name_or_path: str, key: str = "model") -> None:
+def _model_folder_problem(name: str, path: Path, trust_remote_code: bool) -> str | None:
+    """What keeps the model folder ``path`` (which has a config.json) from loading, or None."""
+    try:
+        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as err:
+        return f"{name}/config.json is not valid JSON ({str(err).splitlines()[0]})"
+    if not isinstance(config, dict):
+        return f"{name}/config.json is not a JSON object"
+    if config.get("auto_map") and not trust_remote_code:
+        return f"{name} asks to run its own Python code (auto_map in config.json); tomrl never runs a model's code unless trust_remote_code=true"
+    weights = sorted(path.glob("*.safetensors"))
+    if not weights:
+        pickled = sorted(p.name for p in path.glob("*.bin")) + sorted(p.name for p in path.glob("*.pt"))
+        if pickled:
+            return f"{name} holds only pickled weights ({', '.join(pickled[:3])}), which tomrl never loads (unpickling can run code); convert them to safetensors"
+        return f"{name} has no weights (*.safetensors)"
+    for file in weights:
+        problem = _safetensors_problem(file)
+        if problem:
+            return f"{file}: {problem}"
+    return None
+
+
+def _safetensors_problem(file: Path) -> str | None:
+    """A safetensors file that is cut short or has a broken header, checked from its header alone."""
+    size = file.stat().st_size
+    try:
+        with open(file, "rb") as handle:
+            head = handle.read(8)
+            if len(head) < 8:
+                return "not a safetensors file (shorter than its header)"
+            header_size = int.from_bytes(head, "little")
+            if header_size > size - 8:
+                return "not a safetensors file, or cut short (its header is larger than the file)"
+            header = json.loads(handle.read(header_size))
+    except (OSError, ValueError, RecursionError) as err:
+        return f"not a safetensors file ({str(err).splitlines()[0]})"
+    if not isinstance(header, dict):
+        return "not a safetensors file (its header is not an object)"
+    ends = [entry["data_offsets"][1] for key, entry in header.items() if key != "__metadata__" and isinstance(entry, dict) and "data_offsets" in entry]
+    expected = 8 + header_size + max(ends, default=0)
+    if size < expected:
+        return f"cut short: {size} bytes, its header says {expected} (an interrupted copy or download?)"
+    return None
+
+
+def check_device(device: str | None, key: str = "device") -> None:
+    """Raise ConfigError naming ``key`` when ``device`` names a GPU this machine does not have."""
+    if not device or not device.startswith("cuda"):
+        return
+    import torch
+
+    from tomrl.config import ConfigError
+
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    index = int(device.split(":", 1)[1]) if ":" in device else 0
+    if index >= count:
+        raise ConfigError(f"key '{key}': {device} asked for, but this machine has {count} CUDA GPU{'s' if count != 1 else ''}")
+
+
+def check_model_reference(name_or_path: str, key: str = "model", trust_remote_code: bool = False) -> None:
     """Raise ConfigError naming ``key`` when :func:`model_reference_problem` finds one."""
     from tomrl.config import ConfigError
 
-    problem = model_reference_problem(name_or_path)
+    problem = model_reference_problem(name_or_path, trust_remote_code)
     if problem is not None:
         raise ConfigError(f"key '{key}': {problem}")
 

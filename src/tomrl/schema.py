@@ -48,6 +48,9 @@ class Example:
         return dataclasses.replace(self, **changes)
 
 
+# Question types that name their ToM order; a row giving another order is contradictory.
+ORDER_OF_QUESTION_TYPE = {"reality": 0, "first_order": 1, "second_order": 2, "third_order": 3, "fourth_order": 4}
+
 FIELD_NAMES = tuple(f.name for f in dataclasses.fields(Example))
 _REQUIRED_STRINGS = ("id", "source", "split", "story", "question", "answer", "question_type", "story_id")
 
@@ -78,6 +81,11 @@ def example_from_dict(row: dict, where: str) -> Example:
             raise BadInputError(f"{where}: field '{name}': expected an integer or null, got {_type_name(value)}")
     if row["order"] is not None and row["order"] < 0:
         raise BadInputError(f"{where}: field 'order': must be >= 0 or null, got {row['order']}")
+    named_order = ORDER_OF_QUESTION_TYPE.get(row["question_type"])
+    if named_order is not None and row["order"] is not None and row["order"] != named_order:
+        raise BadInputError(
+            f"{where}: field 'order': {row['order']} contradicts question_type {row['question_type']!r} (order {named_order})"
+        )
     if row["deception"] is not None and not isinstance(row["deception"], bool):
         raise BadInputError(f"{where}: field 'deception': expected true, false or null, got {_type_name(row['deception'])}")
     choices = row.get("choices")

@@ -84,12 +84,15 @@ def test_validation_and_best_checkpoint(tmp_path):
     assert summary.first_validation["step"] == 0
 
 
-def test_new_run_refuses_an_existing_run_dir(tmp_path):
+def test_new_run_refuses_a_run_dir_holding_a_finished_run(tmp_path):
+    # A folder whose run stopped before its first checkpoint is taken over (tests/reliability/
+    # test_failed_runs.py); one that holds results is never overwritten by a new run.
     from tomrl.config import ConfigError
 
     cfg = smoke_config(tmp_path, "max_steps=1")
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "config.yaml").write_text("model: x\n")
+    (tmp_path / "run" / "summary.json").write_text("{}\n")
     with pytest.raises(ConfigError, match="--resume"):
         train(cfg)
 

@@ -25,7 +25,8 @@ from typing import Any, Callable, Iterable
 
 from tomrl.analysis.detectors import BeliefCount
 from tomrl.analysis.significance import from_counts
-from tomrl.io import BadInputError, iter_jsonl
+from tomrl.config import yaml_safe_load
+from tomrl.io import BadInputError, iter_jsonl, loads_json
 from tomrl.schema import Example, read_examples
 from tomrl.stats import Accuracy
 
@@ -250,7 +251,7 @@ def _number_or_none(value: Any) -> float | None:
 
 def _read_json(path: Path) -> dict:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = loads_json(path.read_text(encoding="utf-8"), str(path))
     except json.JSONDecodeError as err:
         raise BadInputError(f"{path}: invalid JSON ({err.msg} at line {err.lineno}, column {err.colno})") from None
     except UnicodeDecodeError as err:
@@ -339,7 +340,7 @@ def _read_yaml(path: Path) -> dict:
     import yaml
 
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml_safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as err:
         raise BadInputError(f"{path}: invalid YAML: {err}") from None
     if data is None:

@@ -93,7 +93,11 @@ def run(args: argparse.Namespace) -> int:
     if cfg.engine in ("hf", "vllm"):  # an API model's name is the server's business
         from tomrl.models import check_model_reference
 
-        check_model_reference(cfg.model)
+        check_model_reference(cfg.model, trust_remote_code=cfg.trust_remote_code)
+    if cfg.engine == "hf":
+        from tomrl.models import check_device
+
+        check_device(cfg.device)
 
     from tomrl.evaluation.runner import default_out_dir, run_eval
     from tomrl.evaluation.table import markdown_table, summary_markdown
@@ -108,9 +112,14 @@ def run(args: argparse.Namespace) -> int:
     print(markdown_table([outcome.results]))
     print(summary_markdown(outcome.results))
     print(f"wrote {outcome.out_dir}/results.json, samples.jsonl and table.md ({outcome.generated} answers generated now, {outcome.reused} reused)")
+    kept = outcome.results.get("kept_from_earlier_runs")
+    if kept:
+        print(f"results.json also keeps {len(kept)} benchmarks evaluated earlier in this folder and not asked for now: {', '.join(kept)}")
     if outcome.errors:
         print(f"tomrl: {len(outcome.errors)} prompts failed and were not recorded; run the same command again to retry them:", file=sys.stderr)
+        from tomrl.io import redact_secrets
+
         for line in outcome.errors[:10]:
-            print(f"  {line}", file=sys.stderr)
+            print(f"  {redact_secrets(line)}", file=sys.stderr)  # an error may quote the URL, credentials and all
         return 1
     return 0

@@ -344,20 +344,30 @@ def verify_examples(path: str | Path, skip_bad: bool = False, report=None) -> tu
     With ``skip_bad`` lines that fail the schema are counted in ``report`` (a
     :class:`tomrl.schema.ReadReport`) instead of stopping the check.
     """
-    from tomrl.schema import read_examples
+    from tomrl.io import BadInputError
+    from tomrl.schema import ReadReport, read_examples
     from tomrl.world.oracle import BeliefOracle
     from tomrl.world.parsers import parse_question, parse_story
 
     table = AgreementTable(f"labels of {path} re-derived from the story text (oracle semantics from meta.semantics):", "source/question_type")
     wrong: list[dict] = []
     cache: dict[tuple[str, str], BeliefOracle] = {}
+    report = report if report is not None else ReadReport(str(path))
     for example in read_examples(path, skip_bad=skip_bad, report=report):
         style = "tomi" if "tomi" in example.source else "hitom"
         semantics = example.meta.get("semantics", "joint")
         key = (example.story, semantics)
-        if key not in cache:
-            cache[key] = BeliefOracle(parse_story(example.story, style), semantics=semantics)
-        answer = cache[key].answer(parse_question(example.question))
+        where = f"{path}:{report.line_numbers.get(example.id, '?')}"
+        try:  # a story or question the parsers do not know is this line's fault, named as such
+            if key not in cache:
+                cache[key] = BeliefOracle(parse_story(example.story, style), semantics=semantics)
+            answer = cache[key].answer(parse_question(example.question))
+        except ValueError as err:
+            problem = f"{where}: field '{'story' if key not in cache else 'question'}': {err}"
+            if not skip_bad:
+                raise BadInputError(problem) from None
+            report.skipped.append(problem)
+            continue
         agrees = answer == example.answer
         table.add(f"{example.source}/{example.question_type}", agrees)
         if not agrees:

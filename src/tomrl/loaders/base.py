@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from tomrl.config import ConfigError
-from tomrl.io import BadInputError, scan_jsonl
+from tomrl.io import BadInputError, loads_json, scan_jsonl
 from tomrl.schema import Example
 
 DATA_ENV = "TOMRL_DATA"
@@ -144,7 +144,7 @@ def read_json_rows(path: Path) -> Iterator[tuple[str, dict]]:
             yield f"{path}:{line_number}", obj
         return
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = loads_json(path.read_text(encoding="utf-8"), str(path))
     except UnicodeDecodeError as err:
         raise BadInputError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
     except json.JSONDecodeError as err:

@@ -38,7 +38,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tomrl.io import BadInputError, scan_jsonl
+from tomrl.io import BadInputError, loads_json, scan_jsonl
 from tomrl.loaders.base import DatasetCard, Loader, LoaderOption, field_of, find_file, story_sentence_count
 from tomrl.schema import Example
 
@@ -82,7 +82,7 @@ def _records(file: Path) -> list[tuple[str, dict]]:
             rows.append((f"{file}:{line_number}", obj))
         return rows
     try:
-        data = json.loads(file.read_text(encoding="utf-8"))
+        data = loads_json(file.read_text(encoding="utf-8"), str(file))
     except UnicodeDecodeError as err:
         raise BadInputError(f"{file}: not UTF-8 text ({err.reason})") from None
     except json.JSONDecodeError as err:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tomrl.io import BadInputError
+from tomrl.io import BadInputError, loads_json
 from tomrl.loaders.base import DatasetCard, Loader, LoaderOption, field_of, find_file, read_json_rows, story_sentence_count
 from tomrl.schema import Example
 
@@ -90,7 +90,7 @@ def _read_meta(file: Path) -> dict[str, dict]:
     if file.suffix == ".jsonl":
         return {field_of(row, "story_id", where, str): row for where, row in read_json_rows(file)}
     try:
-        data = json.loads(file.read_text(encoding="utf-8"))
+        data = loads_json(file.read_text(encoding="utf-8"), str(file))
     except json.JSONDecodeError as err:
         raise BadInputError(f"{file}: invalid JSON ({err.msg} at line {err.lineno})") from None
     if not isinstance(data, dict):
@@ -107,7 +107,7 @@ def _question_rows_official(folder: Path) -> list[tuple[str, dict]]:
         if not file.is_file():
             raise BadInputError(f"{folder}: OpenToM file {name} not found")
         try:
-            data = json.loads(file.read_text(encoding="utf-8"))
+            data = loads_json(file.read_text(encoding="utf-8"), str(file))
         except json.JSONDecodeError as err:
             raise BadInputError(f"{file}: invalid JSON ({err.msg} at line {err.lineno})") from None
         if not isinstance(data, dict):

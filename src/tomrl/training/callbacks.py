@@ -124,7 +124,9 @@ class Validator(TrainerCallback):
         return bool(self.examples)
 
     def on_train_begin(self, args, state, control, **kwargs):
-        if self.enabled and self.settings.at_start:
+        # Only a run's first start: a resumed run begins at its checkpoint's step, which the
+        # uninterrupted run did not validate (unless on its schedule), and a validation there could move best/.
+        if self.enabled and self.settings.at_start and state.global_step == 0:
             self.run(state.global_step)
 
     def on_step_end(self, args, state, control, **kwargs):
