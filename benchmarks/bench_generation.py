@@ -19,6 +19,17 @@ of each counts, as the machine is shared and timings are noisy):
 4. tomrl's ``HFEngine`` (slots path: continuous batching, shared-prefix cache, bf16 where the CPU
    supports it), batch ``--batch-size``.
 
+With ``--compare-decoders`` it measures instead, side by side in one process and all in float32
+with greedy decoding and EOS ignored, the three continuous/static batching decoders a tomrl run
+could use (the measurement quoted in :mod:`tomrl.generation.slots`):
+
+    .venv/bin/python benchmarks/bench_generation.py --compare-decoders --prompts 16 --new-tokens 128 --threads 2
+
+a. tomrl's ``SlotGenerator`` (batch = all prompts, shared-prefix cache);
+b. ``model.generate`` on one left-padded batch of all prompts;
+c. transformers' continuous batching, ``model.generate_batch`` (what TRL's
+   ``use_transformers_paged`` runs), with its default settings.
+
 The plain baselines run on the first ``--baseline-prompts`` prompts (default 8): their cost per
 prompt does not depend on how many prompts follow, and one-at-a-time decoding of all of them would
 take most of the time budget. tomrl's engine runs on all ``--prompts`` prompts, because filling a
@@ -72,7 +83,7 @@ def plain_generate(model, tokenizer, prompts: list[str], batch_size: int, new_to
 
 
 def tomrl_generate(engine, prompts: list[str], new_tokens: int) -> tuple[int, float, float, list[str]]:
-    from tomrl.evaluation.engines import Sampling
+    from tomrl.generation.base import Sampling
 
     sampling = Sampling(temperature=0, max_new_tokens=new_tokens, stop=(), ignore_eos=True)
     started, cpu_started = time.perf_counter(), time.process_time()
@@ -80,6 +91,67 @@ def tomrl_generate(engine, prompts: list[str], new_tokens: int) -> tuple[int, fl
     seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu_started
     done.sort(key=lambda c: c.index)
     return sum(c.tokens for c in done), seconds, cpu_seconds, [c.text for c in done]
+
+
+def compare_decoders(path: str, prompts: list[str], tokenizer, new_tokens: int, repeat: int) -> None:
+    """Side by side, float32, greedy, EOS ignored: SlotGenerator, batched model.generate, model.generate_batch."""
+    import torch
+    from transformers import AutoModelForCausalLM, GenerationConfig
+
+    from tomrl.generation import Sampling, SlotGenerator, SlotModel, eos_token_ids
+
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    token_lists = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
+    eos_ids = eos_token_ids(model, tokenizer)
+    slot_model = SlotModel(model)
+
+    def slots(lists, new_tokens):
+        sampling = Sampling(temperature=0, max_new_tokens=new_tokens, stop=(), ignore_eos=True)
+        with torch.inference_mode():
+            done = sorted(SlotGenerator(slot_model, tokenizer, eos_ids, len(lists)).run(lists, sampling), key=lambda c: c.index)
+        return [c.token_ids for c in done]
+
+    def plain(lists, new_tokens):
+        from tomrl.generation import left_padded
+
+        ids, mask = left_padded(lists, tokenizer.pad_token_id)
+        with torch.inference_mode():
+            output = model.generate(
+                input_ids=ids, attention_mask=mask, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False,
+                pad_token_id=tokenizer.pad_token_id,
+            )
+        return output[:, ids.shape[1] :].tolist()
+
+    def paged(lists, new_tokens):
+        # eos_token_id=-1: no EOS (transformers' continuous batching has no min_new_tokens). Not under
+        # inference_mode: generate_batch decodes in a thread of its own, and tensors made in
+        # inference mode cannot be updated in place outside it.
+        config = GenerationConfig(max_new_tokens=new_tokens, do_sample=False, eos_token_id=-1, pad_token_id=tokenizer.pad_token_id)
+        outputs = model.generate_batch(lists, generation_config=config, progress_bar=False)
+        return [output.generated_tokens for output in outputs.values()]
+
+    runs = {"a. tomrl SlotGenerator": slots, "b. model.generate, one batch": plain, "c. model.generate_batch (paged CB)": paged}
+    for run in runs.values():  # warm-up (first-call allocations, kernel selection), untimed
+        run(token_lists[:2], 4)
+    best: dict[str, tuple[float, list]] = {}
+    for round_number in range(repeat):
+        for name, run in runs.items():
+            started = time.perf_counter()
+            ids = run(token_lists, new_tokens)
+            seconds = time.perf_counter() - started
+            tokens = sum(len(row) for row in ids)
+            print(f"  round {round_number + 1}: {name}: {tokens} tokens in {seconds:.1f} s = {tokens / seconds:.1f} tokens/s", flush=True)
+            if name not in best or seconds < best[name][0]:
+                best[name] = (seconds, ids)
+    slots_name = next(iter(runs))
+    print()
+    for name, (seconds, ids) in best.items():
+        tokens = sum(len(row) for row in ids)
+        same = sum(a == b for a, b in zip(ids, best[slots_name][1]))
+        print(
+            f"{name:<36} {tokens / seconds:>8.1f} tokens/s  {best[slots_name][0] and seconds / best[slots_name][0]:>5.2f}x the slots time  "
+            f"identical token ids to slots: {same}/{len(ids)}"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -91,12 +163,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=64, help="tomrl engine batch size")
     parser.add_argument("--repeat", type=int, default=1, help="interleaved rounds; the best round of each engine counts")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    parser.add_argument(
+        "--compare-decoders", action="store_true", help="compare SlotGenerator, batched generate and generate_batch (float32)"
+    )
     args = parser.parse_args(argv)
 
     import torch
     from transformers import AutoModelForCausalLM
 
-    from tomrl.evaluation.hf import HFEngine
+    from tomrl.generation.hf import HFEngine
     from tomrl.models import load_tokenizer, resolve_model
 
     if args.threads:
@@ -106,6 +181,16 @@ def main(argv: list[str] | None = None) -> int:
     prompts, source = build_prompts(args.prompts, tokenizer)
     baseline_prompts = prompts[: args.baseline_prompts]
     prompt_lengths = [len(tokenizer(p, add_special_tokens=False)["input_ids"]) for p in prompts]
+    if args.compare_decoders:
+        print(
+            f"workload: {args.model}, {len(prompts)} prompts from {source} ({sum(prompt_lengths) / len(prompts):.0f} tokens on "
+            f"average), {args.new_tokens} new tokens each, greedy, EOS ignored, float32; torch {torch.__version__}, "
+            f"{torch.get_num_threads()} threads; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs",
+            flush=True,
+        )
+        compare_decoders(path, prompts, tokenizer, args.new_tokens, args.repeat)
+        print(f"load average after: {os.getloadavg()[0]:.2f}")
+        return 0
 
     fp32 = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
     bf16 = AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16).eval()

@@ -12,11 +12,15 @@ same model (the embedded SmolLM2-135M unless ``--model``), the same seed.
 - **TRL**: ``GRPOTrainer`` with ``GRPOConfig``'s defaults for everything that is not the work
   itself (so bf16 autocast, TRL's default, and ``model.generate`` rollouts).
 - **tomrl**: the trainer ``tomrl train`` builds (:class:`tomrl.training.trainer.TomrlGRPOTrainer`)
-  with the demo's CPU settings: bf16 autocast for the update, rollouts decoded by a bf16 copy of
-  the weights (no per-step weight casts), each rollout stopped after ``</answer>``.
+  with the demo's CPU settings: ``--precision`` (default ``auto``, the demo's: float32 on CPUs
+  without native bf16; with ``bfloat16``, bf16 autocast for the update and rollouts decoded by a
+  bf16 copy of the weights), rollouts sampled by ``--rollout-engine`` (default ``auto``: tomrl's
+  continuous-batching decoder for this Llama model), each rollout stopped after ``</answer>``.
 
-Each round builds both trainers (loading is not timed) and runs one step of each, TRL first then
-tomrl, so a change of load on a shared machine touches both. Step time is TRL's own
+TRL runs once per ``--trl`` side: ``default`` (GRPOConfig's defaults: bf16 autocast) and ``float32``
+(``bf16=False``: TRL given the precision that is fastest on a CPU without native bf16, so the ratio
+is not only the precision choice). Each round builds the trainers (loading is not timed) and runs
+one step of each, TRL first then tomrl, so a change of load on a shared machine touches both. Step time is TRL's own
 ``step_time`` (generation + scoring + forward/backward + optimizer, the same instrumentation on
 both sides); tokens generated/s = completion tokens / step time; tokens trained/s = (prompt +
 completion tokens) / step time. The ratios tomrl / TRL are printed per round with their median.
@@ -75,7 +79,7 @@ def measure(logs: list[dict], completions: int) -> dict:
     }
 
 
-def trl_step(model: str, rows: list[dict], args, workdir: Path) -> dict:
+def trl_step(model: str, rows: list[dict], args, workdir: Path, precision: str = "default") -> dict:
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
@@ -98,6 +102,9 @@ def trl_step(model: str, rows: list[dict], args, workdir: Path) -> dict:
         disable_tqdm=True,
         seed=args.seed,
         use_cpu=True,
+        # "default": TRL's own choice (bf16 autocast); "float32": TRL given the precision that is
+        # fastest on a CPU without native bf16, so a gain is not only the precision choice.
+        **({"bf16": False} if precision == "float32" else {}),
     )
     trainer = GRPOTrainer(
         model=model,
@@ -131,7 +138,8 @@ def tomrl_step(model: str, rows: list[dict], args, workdir: Path) -> dict:
             "kl_coef=0.0",
             "loss_type=dapo",
             "learning_rate=1e-6",
-            "precision=bfloat16",
+            f"precision={args.precision}",
+            f"rollout_engine={args.rollout_engine}",
             "stop_at_answer=true",
             "progress=false",
             "log_samples=false",
@@ -163,6 +171,23 @@ def _example_of(row: dict):
     )
 
 
+def _peak_rss_mb() -> float:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _cpu_name() -> str:
+    import platform
+
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="smollm2-135m")
@@ -172,6 +197,12 @@ def main() -> int:
     parser.add_argument("--max-completion", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--precision", default="auto", choices=["auto", "float32", "bfloat16"], help="tomrl's precision")
+    parser.add_argument("--rollout-engine", default="auto", choices=["auto", "slots", "transformers"], help="tomrl's rollouts")
+    parser.add_argument(
+        "--trl", default="default,float32",
+        help="TRL sides to run, comma-separated: default (GRPOConfig's defaults, bf16) and/or float32 (bf16=False)",
+    )
     parser.add_argument("--out", help="write the measurements as JSON here")
     args = parser.parse_args()
 
@@ -189,35 +220,45 @@ def main() -> int:
     datasets.disable_progress_bars()
     model = resolve_model(args.model)
     rows = build_rows(args.prompts, args.seed, load_tokenizer(model))
+    sides = [side.strip() for side in args.trl.split(",") if side.strip()]
+    unknown = sorted(set(sides) - {"default", "float32"})
+    if unknown or not sides:
+        parser.error(f"--trl takes default and/or float32, got {args.trl!r}")
     results = []
     for round_index in range(args.rounds):
         workdir = Path(tempfile.mkdtemp(prefix="bench_grpo_"))
         try:
-            trl = trl_step(model, rows, args, workdir)
+            trl = {side: trl_step(model, rows, args, workdir / side, side) for side in sides}
             ours = tomrl_step(model, rows, args, workdir)
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
-        ratio = {
-            "step_time": trl["step_time_s"] / ours["step_time_s"],
-            "generated_per_s": ours["generated_per_s"] / trl["generated_per_s"],
-            "trained_per_s": ours["trained_per_s"] / trl["trained_per_s"],
+        ratios = {
+            f"vs_trl_{side}": {
+                "step_time": trl[side]["step_time_s"] / ours["step_time_s"],
+                "generated_per_s": ours["generated_per_s"] / trl[side]["generated_per_s"],
+                "trained_per_s": ours["trained_per_s"] / trl[side]["trained_per_s"],
+            }
+            for side in sides
         }
-        results.append({"round": round_index, "trl": trl, "tomrl": ours, "tomrl_over_trl": ratio})
-        print(
-            f"round {round_index}: TRL {trl['step_time_s']:.1f} s/step ({trl['generated_per_s']:.1f} gen tok/s, "
-            f"{trl['trained_per_s']:.0f} trained tok/s) | tomrl {ours['step_time_s']:.1f} s/step "
-            f"({ours['generated_per_s']:.1f} gen tok/s, {ours['trained_per_s']:.0f} trained tok/s) | "
-            f"speed-up x{ratio['step_time']:.2f}",
-            flush=True,
-        )
+        results.append({"round": round_index, "trl": trl, "tomrl": ours, "tomrl_over_trl": ratios})
+        line = " | ".join(f"TRL {side} {trl[side]['step_time_s']:.1f} s/step ({trl[side]['generated_per_s']:.1f} gen tok/s)" for side in sides)
+        speedups = ", ".join(f"x{ratios[f'vs_trl_{side}']['step_time']:.2f} vs TRL {side}" for side in sides)
+        print(f"round {round_index}: {line} | tomrl {ours['step_time_s']:.1f} s/step ({ours['generated_per_s']:.1f} gen tok/s) | speed-up {speedups}", flush=True)
     summary = {
         "work": vars(args),
         "torch_threads": torch.get_num_threads(),
         "rounds": results,
-        "median_tomrl_over_trl": {k: statistics.median(r["tomrl_over_trl"][k] for r in results) for k in results[0]["tomrl_over_trl"]},
+        "median_tomrl_over_trl": {
+            side: {k: statistics.median(r["tomrl_over_trl"][side][k] for r in results) for k in ("step_time", "generated_per_s", "trained_per_s")}
+            for side in results[0]["tomrl_over_trl"]
+        },
+        "cpu": _cpu_name(),
+        "peak_rss_mb": _peak_rss_mb(),
         "measured_at": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
-    print("median tomrl / TRL:", json.dumps({k: round(v, 2) for k, v in summary["median_tomrl_over_trl"].items()}))
+    for side, ratio in summary["median_tomrl_over_trl"].items():
+        print(f"median tomrl / TRL ({side}):", json.dumps({k: round(v, 2) for k, v in ratio.items()}))
+    print(f"peak memory (max RSS of this process): {_peak_rss_mb():.0f} MB; CPU: {summary['cpu']}")
     if args.out:
         Path(args.out).write_text(json.dumps(summary, indent=2) + "\n")
     return 0

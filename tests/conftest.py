@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from tiny_models import chat_prompts, tiny_llama, tiny_qwen2, tiny_qwen3  # noqa: F401  (fixtures shared by tests/generation and tests/evaluation)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"

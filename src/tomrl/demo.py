@@ -104,9 +104,16 @@ def _find_config(path: str) -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
+    from tomrl.io import locked_folder
 
     cfg = load_config(DemoConfig, args.config, args.overrides)
+    with locked_folder(cfg.out_dir, "tomrl demo"):  # a second demo on the same folder fails at once
+        return _run(cfg)
+
+
+def _run(cfg: DemoConfig) -> int:
+    from rich.console import Console
+
     console = Console()
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -185,7 +192,7 @@ def run(args: argparse.Namespace) -> int:
     atomic_write_text(out / "comparison.md", comparison_markdown(comparison, caption))
     atomic_write_json(out / "comparison.json", comparison)
     written = write_report(load_runs([train_dir, *folders.values()]), out / "report", default_options(comparison=comparison))
-    _print_comparison(comparison, caption, console, table_rows)
+    _print_comparison(comparison, caption, console, table_rows, comparison_markdown)
     console.rule(f"[bold green]demo finished in {(time.time() - started) / 60:.1f} min")
     console.print(f"comparison: {out / 'comparison.md'}")
     for kind, path in written.items():
@@ -326,15 +333,22 @@ def _train(train_cfg, train_dir: Path, console):
         saved = json.loads(summary_file.read_text())
         saved.pop("warning", None)
         return RunSummary(**saved)
-    from tomrl.training import checkpoints
+    from tomrl.training.run import CONFIG_FILE
 
-    resume = checkpoints.latest_checkpoint(train_dir) is not None
+    # A run that was started continues, even one killed before its first checkpoint (then its
+    # finished warm start is kept and RL starts from step 0).
+    resume = (train_dir / CONFIG_FILE).exists()
     return train(train_cfg, resume=resume, console=console)
 
 
-def _print_comparison(comparison: dict, caption: str, console, table_rows) -> None:
+def _print_comparison(comparison: dict, caption: str, console, table_rows, to_markdown) -> None:
     from rich.table import Table
 
+    if not console.is_terminal:
+        # Redirected to a log (make demo > demo.log): a boxed table at the default 80 columns
+        # wraps every cell into unreadable fragments; the markdown table stays one line per row.
+        console.print(to_markdown(comparison, caption), markup=False, highlight=False, soft_wrap=True)
+        return
     columns, cells = table_rows(comparison)
     table = Table(title=caption, show_lines=False)
     for column in columns:

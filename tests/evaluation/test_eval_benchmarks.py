@@ -94,7 +94,7 @@ def test_select_spreads_over_orders_and_extends():
 def test_vllm_engine_reports_missing_package_and_maps_reasons():
     import importlib.util
 
-    from tomrl.evaluation.vllm_engine import VLLMEngine, finish_reason
+    from tomrl.generation.vllm import VLLMEngine, finish_reason
 
     assert finish_reason("length", None) == "length"
     assert finish_reason("stop", "</answer>") == "stop"

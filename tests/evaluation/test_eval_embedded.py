@@ -16,8 +16,8 @@ pytestmark = [
 
 
 def test_slots_path_equals_plain_generate_in_float32(chat_prompts):
-    from tomrl.evaluation.engines import Sampling
-    from tomrl.evaluation.hf import HFEngine
+    from tomrl.generation.base import Sampling
+    from tomrl.generation.hf import HFEngine
     from tomrl.models import resolve_model
 
     path = resolve_model("smollm2-135m")

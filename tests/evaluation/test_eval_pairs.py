@@ -7,7 +7,7 @@ from collections import Counter
 
 from tomrl.evaluation.benchmarks import BENCHMARKS, load_examples, pair_key, select
 from tomrl.evaluation.config import EvalConfig
-from tomrl.evaluation.engines import Completion
+from tomrl.generation.base import Completion
 from tomrl.evaluation.results import summarize_pairs
 from tomrl.evaluation.runner import run_eval
 from tomrl.stats import accuracy

@@ -16,7 +16,7 @@ from fake_openai_server import FakeOpenAIServer
 
 from tomrl.config import ConfigError
 from tomrl.evaluation.config import EvalConfig, OpenAISettings
-from tomrl.evaluation.hf import HFEngine
+from tomrl.generation.hf import HFEngine
 from tomrl.evaluation.runner import default_out_dir, run_eval, score
 from tomrl.io import BadInputError
 from tomrl.rewards.answer import check_answer
@@ -246,7 +246,7 @@ class TwoAnswerEngine:
         return {"engine": self.name}
 
     def generate(self, prompts, sampling):
-        from tomrl.evaluation.engines import Completion, cut_at_stop
+        from tomrl.generation.base import Completion, cut_at_stop
 
         self.stops.append(sampling.stop)
         for index, _ in enumerate(prompts):

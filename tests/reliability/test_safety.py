@@ -157,7 +157,7 @@ def test_training_loads_models_as_safetensors_only():
 
 
 def test_vllm_engine_asks_for_safetensors():
-    tree = ast.parse((SOURCE / "evaluation" / "vllm_engine.py").read_text(encoding="utf-8"))
+    tree = ast.parse((SOURCE / "generation" / "vllm.py").read_text(encoding="utf-8"))
     calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "LLM"]
     assert calls
     for call in calls:
@@ -237,7 +237,7 @@ def chat_reply(text: str = "r</think><answer>green_drawer</answer>") -> dict:
 
 def _engine(server: FakeServer, **settings):
     from tomrl.evaluation.config import OpenAISettings
-    from tomrl.evaluation.openai_engine import OpenAIEngine
+    from tomrl.generation.openai import OpenAIEngine
 
     slept: list[float] = []
     engine = OpenAIEngine("m", OpenAISettings(base_url=server.base_url, **settings), sleep=slept.append)
@@ -245,7 +245,7 @@ def _engine(server: FakeServer, **settings):
 
 
 def _sampling():
-    from tomrl.evaluation.engines import Sampling
+    from tomrl.generation.base import Sampling
 
     return Sampling(temperature=0.0, max_new_tokens=8)
 

@@ -40,13 +40,15 @@ def rollouts_by_step(run: Path) -> dict[int, list[tuple[str, str]]]:
     return steps
 
 
-# bfloat16 on a CPU decodes rollouts with a bf16 copy of the policy, built on the first step of
-# every process: a resumed run builds it again, which must not draw from the random state.
-@pytest.mark.parametrize("precision", ["float32", "bfloat16"])
-def test_resume_after_sigkill_matches_uninterrupted_run(tmp_path, precision):
+# The slot decoder (rollout_engine auto on this Qwen2 model) seeds its sampler from the step, model.generate
+# (transformers) draws from the restored random state. bfloat16 on a CPU decodes rollouts with a bf16 copy of
+# the policy, built on the first step of every process: a resumed run builds it again, which must not draw
+# from the random state.
+@pytest.mark.parametrize("precision, engine", [("float32", "slots"), ("bfloat16", "slots"), ("float32", "transformers")])
+def test_resume_after_sigkill_matches_uninterrupted_run(tmp_path, precision, engine):
     config = "configs/train/smoke_cpu.yaml"
     reference, killed = tmp_path / "reference", tmp_path / "killed"
-    overrides = [*OVERRIDES, f"precision={precision}"]
+    overrides = [*OVERRIDES, f"precision={precision}", f"rollout_engine={engine}"]
     finish(tomrl("train", "--config", config, f"run_dir={reference}", *overrides))
 
     process = tomrl("train", "--config", config, f"run_dir={killed}", *overrides)

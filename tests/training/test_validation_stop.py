@@ -12,7 +12,7 @@ from tomrl.training import validation
 def test_validation_generates_to_the_budget_unless_stop_at_answer(tiny_model_dir, monkeypatch, path):
     model, tokenizer = load_model(str(tiny_model_dir), dtype="float32"), load_tokenizer(str(tiny_model_dir))
     if path == "generate":  # the transformers path, used for architectures the slot decoder lacks
-        monkeypatch.setattr("tomrl.evaluation.hf.slot_path_supported", lambda model: False)
+        monkeypatch.setattr(validation, "slot_path_supported", lambda model: False)
     prompts = ["Where is the ball?", "Anna moved the apple to the box."]
     full = validation.generate_completions(model, tokenizer, prompts, max_new_tokens=12)
     text, tokens = full[0]

@@ -14,55 +14,27 @@ Every field below can be set in a YAML file under ``configs/eval/`` or as ``key=
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator
 
 from tomrl.config import setting
-from tomrl.evaluation.engines import PAPER_TEMPERATURE, PAPER_TOP_P
+from tomrl.io import redact_secrets
+from tomrl.generation.base import PAPER_TEMPERATURE, PAPER_TOP_P
+from tomrl.generation.settings import OpenAISettings, VLLMSettings
+
+def _registered_engine(name: str) -> str:
+    # Checked against the registry (not a Literal) so an engine added with register_engine is accepted.
+    from tomrl.generation.registry import engine_names  # light: the factories import their engines lazily
+
+    if name not in engine_names():
+        raise ValueError(f"must be one of {', '.join(engine_names())}, got {name!r}")
+    return name
+
 
 PromptStyleName = Literal["paper_a", "cot", "hitom_mc", "hitom_open"]
-
-
-@dataclass(frozen=True)
-class OpenAISettings:
-    """How to reach an OpenAI-compatible server (engine: openai)."""
-
-    base_url: str = setting("http://127.0.0.1:8000/v1", help="server base URL, up to and including /v1")
-    api_key_env: str = setting(
-        "OPENAI_API_KEY",
-        help="name of the environment variable holding the API key (the key itself is never read from a file, "
-        "written anywhere or logged); unset variable = no Authorization header",
-    )
-    api: Literal["chat", "completions"] = setting(
-        "chat",
-        help="chat: send the prompt's messages to /chat/completions (the server applies its chat template; a "
-        "prefill such as <think> cannot be sent, so answers are scored without one); completions: send the "
-        "locally rendered prompt text, prefill included, to /completions (needs the model's tokenizer here)",
-    )
-    tokenizer: str | None = setting(
-        None, help="completions API only: tokenizer (hub id or path) whose chat template renders prompts; null = the model"
-    )
-    timeout_s: float = setting(120.0, help="seconds to wait for one HTTP response")
-    max_retries: int = setting(5, help="retries of a failed request (connection errors, HTTP 408/409/429/5xx)")
-    backoff_s: float = setting(1.0, help="first retry delay in seconds; doubles at each retry (with jitter), capped at 60")
-    concurrency: int = setting(8, help="requests in flight at once")
-
-    def __post_init__(self) -> None:
-        if self.timeout_s <= 0:
-            raise ValueError(f"openai.timeout_s must be > 0, got {self.timeout_s}")
-        if self.max_retries < 0:
-            raise ValueError(f"openai.max_retries must be >= 0, got {self.max_retries}")
-        if self.concurrency < 1:
-            raise ValueError(f"openai.concurrency must be >= 1, got {self.concurrency}")
-
-
-@dataclass(frozen=True)
-class VLLMSettings:
-    """vLLM options (engine: vllm)."""
-
-    gpu_memory_utilization: float = setting(0.9, help="fraction of GPU memory vLLM may take")
-    tensor_parallel_size: int = setting(1, help="GPUs to split the model over")
-    max_model_len: int | None = setting(None, help="context length vLLM reserves (null = the model's)")
 
 
 @dataclass(frozen=True)
@@ -80,7 +52,11 @@ class EvalConfig:
         "later extends the same selection, so a resumed run reuses what is done); null = all",
     )
     out: str | None = setting(None, help="run folder (samples.jsonl, results.json, table.md); null = runs/eval/<model>-<settings hash>")
-    engine: Literal["hf", "vllm", "openai"] = setting("hf", help="generation engine: hf (transformers, CPU or GPU), vllm (GPU), openai (HTTP server)")
+    engine: Annotated[str, AfterValidator(_registered_engine)] = setting(
+        "hf",
+        help="generation engine: hf (transformers, CPU or GPU), vllm (GPU), openai (HTTP server), or any name added with "
+        "tomrl.generation.register_engine",
+    )
     temperature: float = setting(PAPER_TEMPERATURE, help="sampling temperature (Paper A: 0.6); 0 = greedy")
     top_p: float = setting(PAPER_TOP_P, help="nucleus sampling mass (Paper A: 0.95)")
     max_new_tokens: int = setting(1024, help="generated-token budget per answer (Paper A: 4096)")
@@ -153,6 +129,8 @@ class EvalConfig:
             raise ValueError(f"heldout_n must be >= 1, got {self.heldout_n}")
         if self.bootstrap_resamples < 100:
             raise ValueError(f"bootstrap_resamples must be >= 100, got {self.bootstrap_resamples}")
+        if self.device is not None and not re.fullmatch(r"cpu|mps|(cuda|xpu)(:\d+)?", self.device):
+            raise ValueError(f"device must be cpu, cuda, cuda:N, mps or null, got {self.device!r}")
 
 
 # Fields that change what a model generates; a run folder holding samples made with other
@@ -164,6 +142,6 @@ def generation_settings(cfg: EvalConfig) -> dict:
     settings = {name: getattr(cfg, name) for name in GENERATION_FIELDS}
     if cfg.engine == "openai":
         settings["openai_api"] = cfg.openai.api
-        settings["openai_base_url"] = cfg.openai.base_url
+        settings["openai_base_url"] = redact_secrets(cfg.openai.base_url)  # as run.json stores it
     return settings
 

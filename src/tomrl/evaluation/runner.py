@@ -42,7 +42,7 @@ from typing import Any, Callable
 from tomrl.config import ConfigError, config_to_dict
 from tomrl.evaluation.benchmarks import Benchmark, DataMissing, load_examples, messages_for, prefill_for, resolve, select, style_for
 from tomrl.evaluation.config import EvalConfig, generation_settings
-from tomrl.evaluation.engines import Sampling
+from tomrl.generation.base import Sampling
 from tomrl.evaluation.results import summarize_benchmark, summarize_pairs, throughput
 from tomrl.io import JsonlAppender, atomic_write_json, atomic_write_text, iter_jsonl
 from tomrl.schema import Example
@@ -174,7 +174,18 @@ class _RunFolder:
 
 
 def run_eval(cfg: EvalConfig, log: Callable[[str], None] = print, engine=None) -> EvalOutcome:
-    """Evaluate ``cfg.model`` on ``cfg.benchmarks``, resuming whatever the run folder holds."""
+    """Evaluate ``cfg.model`` on ``cfg.benchmarks``, resuming whatever the run folder holds.
+
+    The run folder is locked while this runs: a second evaluation into it fails at once, naming
+    this one's pid, instead of generating the same answers twice.
+    """
+    from tomrl.io import locked_folder
+
+    with locked_folder(Path(cfg.out) if cfg.out else default_out_dir(cfg), "tomrl eval"):
+        return _run_eval(cfg, log, engine)
+
+
+def _run_eval(cfg: EvalConfig, log: Callable[[str], None], engine) -> EvalOutcome:
     out_dir = Path(cfg.out) if cfg.out else default_out_dir(cfg)
     folder = _RunFolder(out_dir)
     chosen = resolve(cfg.benchmarks)
@@ -223,7 +234,7 @@ def run_eval(cfg: EvalConfig, log: Callable[[str], None] = print, engine=None) -
     try:
         if todo:
             if engine is None:
-                from tomrl.evaluation.engines import make_engine
+                from tomrl.generation.registry import make_engine
 
                 log(f"loading {cfg.model} ({cfg.engine} engine) …")
                 engine = make_engine(cfg)
@@ -307,6 +318,10 @@ def write_results(cfg, folder: _RunFolder, plans, selections, done, outcome: Eva
         # All benchmarks of a run are generated as one stream: speed is the run's.
         entry["tokens_per_s"] = speed["tokens_per_s"]
         benchmarks[benchmark.name] = entry
+    # Benchmarks an earlier invocation into this folder evaluated and this one did not ask for
+    # keep their entries (their samples are still in samples.jsonl, made with the same settings).
+    kept = _earlier_benchmarks(folder.out_dir / "results.json", set(benchmarks))
+    benchmarks.update(kept)
     from tomrl.training.split_rule import checkpoint_warning
 
     warning = checkpoint_warning(cfg.model)
@@ -326,6 +341,7 @@ def write_results(cfg, folder: _RunFolder, plans, selections, done, outcome: Eva
         "throughput": {**speed, "scope": "the whole run folder: all benchmarks, generated together, over every resumed session"},
         "benchmarks": benchmarks,
         "skipped": outcome.skipped,
+        "kept_from_earlier_runs": sorted(kept),
         "failed_prompts": len(outcome.errors),
         "config": json.loads(json.dumps(config_to_dict(cfg), default=str)),
         "written": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -333,3 +349,19 @@ def write_results(cfg, folder: _RunFolder, plans, selections, done, outcome: Eva
     atomic_write_json(folder.out_dir / "results.json", results)
     atomic_write_text(folder.out_dir / "table.md", markdown_table([results]) + "\n" + summary_markdown(results))
     return results
+
+
+def _earlier_benchmarks(path: Path, current: set[str]) -> dict[str, Any]:
+    """Entries of an earlier ``results.json`` for benchmarks not in ``current``, marked as such."""
+    from tomrl.io import BadInputError, loads_json
+
+    if not path.is_file():
+        return {}
+    try:
+        earlier = loads_json(path.read_text(encoding="utf-8"), str(path))
+    except (BadInputError, UnicodeDecodeError):
+        return {}  # a damaged summary: this run's benchmarks are rewritten, nothing else is claimed
+    entries = earlier.get("benchmarks") if isinstance(earlier, dict) else None
+    if not isinstance(entries, dict):
+        return {}
+    return {name: {**entry, "kept_from": earlier.get("written")} for name, entry in entries.items() if name not in current and isinstance(entry, dict)}

@@ -23,6 +23,7 @@ from tomrl.config import setting
 Algorithm = Literal["grpo", "reinforce_pp", "reinforce_pp_baseline"]
 LossType = Literal["grpo", "dr_grpo", "dapo", "bnpo"]
 KLEstimator = Literal["k1", "k2", "k3"]
+RolloutEngine = Literal["auto", "slots", "transformers"]
 
 
 @dataclass(frozen=True)
@@ -124,6 +125,8 @@ class EvalDuringTraining:
             raise ValueError(f"eval.top_p must be in (0, 1], got {self.top_p}")
         if self.max_new_tokens < 1 or self.batch_size < 1:
             raise ValueError("eval.max_new_tokens and eval.batch_size must be >= 1")
+        if self.max_examples is not None and self.max_examples < 1:  # 0 would silently turn validation off
+            raise ValueError(f"eval.max_examples must be >= 1 or null (turn validation off with eval.every_steps=0), got {self.max_examples}")
 
 
 @dataclass(frozen=True)
@@ -188,6 +191,13 @@ class TrainConfig:
         "first '</answer>' (truncates there, so text after it is never generated, scored or penalised). Off for paper "
         "fidelity: the papers generate to EOS or the length limit and Paper A scores the last answer tag",
     )
+    rollout_engine: RolloutEngine = setting(
+        "auto",
+        help="what samples the rollouts when use_vllm is off: slots = tomrl's continuous-batching decoder "
+        "(tomrl.training.rollouts; Llama, Qwen2 and Qwen3 without LoRA, temperature and top_p), transformers = "
+        "model.generate; auto = the slot decoder where the architecture supports it and vLLM is off, else "
+        "transformers' generate",
+    )
     kl_coef: float = setting(0.001, help="KL coefficient beta (Paper A: 0.001 in the loss)")
     kl_estimator: KLEstimator = setting(
         "k1", help="KL estimator of the in-reward KL of REINFORCE++ (OpenRLHF default k1); the loss KL is TRL's k3"
@@ -206,6 +216,17 @@ class TrainConfig:
     entropy_coef: float = setting(0.0, help="entropy bonus coefficient (Paper A's veRL run: 0.001)")
     num_iterations: int = setting(1, help="optimisation passes over each batch of rollouts (PPO epochs)")
     mask_truncated_completions: bool = setting(False, help="exclude completions cut by max_completion_length from the loss")
+    dynamic_sampling: bool = setting(
+        False,
+        help="DAPO's dynamic sampling: prompt groups whose rollouts all get the same reward (no group-relative signal) "
+        "are replaced, before the update, by groups of fresh training prompts (seeded by seed and step); costs extra "
+        "generation rounds. Logs dynamic_sampling/dropped_fraction and dynamic_sampling/rounds",
+    )
+    dynamic_sampling_max_rounds: int = setting(
+        3,
+        help="dynamic_sampling: at most this many extra generation rounds per step; slots still without signal then "
+        "keep their own zero-signal group",
+    )
     gradient_checkpointing: bool = setting(False, help="recompute activations in the backward pass (saves GPU memory)")
     precision: Literal["auto", "float32", "bfloat16", "float16"] = setting(
         "auto",
@@ -264,10 +285,14 @@ class TrainConfig:
             raise ValueError(f"save_every must be >= 1, got {self.save_every}")
         if self.num_iterations < 1:
             raise ValueError(f"num_iterations must be >= 1, got {self.num_iterations}")
+        if self.dynamic_sampling_max_rounds < 1:
+            raise ValueError(f"dynamic_sampling_max_rounds must be >= 1, got {self.dynamic_sampling_max_rounds}")
         if self.algorithm != "grpo" and self.scale_rewards != "group":
             raise ValueError("scale_rewards applies to grpo only; REINFORCE++ whitens over the batch's tokens")
         if self.kl_in_reward and self.algorithm == "grpo":
             raise ValueError("kl_in_reward=true needs algorithm reinforce_pp or reinforce_pp_baseline (GRPO's KL is in the loss)")
+        if self.rollout_engine == "slots" and (self.use_vllm or self.lora.enabled):
+            raise ValueError("rollout_engine=slots cannot sample for use_vllm or a LoRA policy; set it to auto or transformers")
         if self.use_vllm and self.stop_at_answer:
             raise ValueError("stop_at_answer is implemented for transformers rollouts; with use_vllm leave it false")
 

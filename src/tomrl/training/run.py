@@ -14,6 +14,7 @@ advantages (GRPO: TRL's group normalisation; REINFORCE++: :mod:`tomrl.training.a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -61,7 +62,20 @@ def train(cfg: TrainConfig, resume: bool = False, console: Any = None, rewards: 
 
     ``rewards`` replaces the reward functions named by ``cfg.rewards`` (tomrl ``Reward`` objects,
     e.g. a research reward not in the registry); by default they come from tomrl.rewards.
+    The main process holds the run folder's lock throughout: a second ``tomrl train`` on the same
+    folder fails at once, naming this one's pid.
     """
+    from accelerate import PartialState
+
+    from tomrl.io import locked_folder
+
+    with contextlib.ExitStack() as stack:
+        if PartialState().is_main_process:
+            stack.enter_context(locked_folder(cfg.run_dir, "tomrl train"))
+        return _train(cfg, resume, console, rewards)
+
+
+def _train(cfg: TrainConfig, resume: bool, console: Any, rewards: list | None) -> RunSummary:
     from accelerate import PartialState
 
     from tomrl.training.data import SKIPPED_FILE, prepare_data
@@ -75,7 +89,9 @@ def train(cfg: TrainConfig, resume: bool = False, console: Any = None, rewards: 
     # in RUN_DIR/data in training order. The main process writes both; the others then read them.
     with state.main_process_first():
         if state.is_main_process:
-            _set_up_run_dir(cfg, run_dir, resume)
+            note = _set_up_run_dir(cfg, run_dir, resume)
+            if note:
+                say(note)
         train_examples, validation_examples = prepare_data(cfg, run_dir)
     # The config keeps "auto" (a resumed run re-decides on the machine it runs on); the run uses the choice.
     precision, why = resolve_precision(cfg.precision, state.device.type)
@@ -208,6 +224,12 @@ def grpo_arguments(cfg: TrainConfig):
             f"prompts_per_step x rollouts_per_prompt = {per_step} completions must split into micro-batches of "
             f"{cfg.micro_batch_size} on each of {world} processes"
         )
+    if cfg.dynamic_sampling and (per_step // world) % cfg.rollouts_per_prompt != 0:
+        # Each process replaces its own groups; a group split across processes cannot be replaced.
+        raise ConfigError(
+            f"dynamic_sampling needs whole prompt groups on each process: {per_step // world} completions per process "
+            f"are not a multiple of rollouts_per_prompt={cfg.rollouts_per_prompt}"
+        )
     accumulation = per_step // (cfg.micro_batch_size * world)
     on_gpu = torch.cuda.is_available()
     generation_kwargs = {}
@@ -278,13 +300,27 @@ def lora_config(cfg: TrainConfig):
 # ----------------------------------------------------------------------------- helpers
 
 
-def _set_up_run_dir(cfg: TrainConfig, run_dir: Path, resume: bool) -> None:
-    """Create the run folder, or prepare it for resuming from its last complete checkpoint."""
+# What a run writes into its folder (checkpoints.STEP_LOGS too): a new run that takes over a
+# folder whose run stopped before saving anything removes exactly these.
+RUN_ENTRIES = (CONFIG_FILE, "data", "warm_start", checkpoints.CHECKPOINTS, "best", "final", "tensorboard", "summary.json")
+
+
+def _set_up_run_dir(cfg: TrainConfig, run_dir: Path, resume: bool) -> str | None:
+    """Create the run folder, or prepare it for resuming from its last complete checkpoint.
+
+    A new run refuses a folder holding a run that saved a checkpoint or finished; a folder whose
+    run failed before its first checkpoint (a bad key, a model that would not load) is taken over,
+    so the corrected command works. Returns a note to print, or None.
+    """
     if not resume:
+        note = None
         if (run_dir / CONFIG_FILE).exists():
-            raise ConfigError(f"{run_dir} already holds a run; continue it with: tomrl train --resume {run_dir} (or set run_dir=…)")
+            if _run_saved_progress(run_dir):
+                raise ConfigError(f"{run_dir} already holds a run; continue it with: tomrl train --resume {run_dir} (or set run_dir=…)")
+            _clear_run_dir(run_dir)
+            note = f"{run_dir}: the run there stopped before its first checkpoint; starting a new run in its place"
         _create_run_dir(cfg, run_dir)
-        return
+        return note
     if not (run_dir / CONFIG_FILE).exists():
         raise ConfigError(f"{run_dir}: no {CONFIG_FILE}; is this a tomrl run folder?")
     checkpoints.remove_partial(run_dir / checkpoints.CHECKPOINTS)
@@ -294,6 +330,23 @@ def _set_up_run_dir(cfg: TrainConfig, run_dir: Path, resume: bool) -> None:
     # The steps after the checkpoint are redone; their log rows go, so the logs read as one run.
     checkpoints.truncate_step_logs(run_dir, step)
     save_config(cfg, run_dir / CONFIG_FILE)
+    return None
+
+
+def _run_saved_progress(run_dir: Path) -> bool:
+    """Whether the run in ``run_dir`` saved a checkpoint or finished (then only --resume may continue it)."""
+    return checkpoints.latest_checkpoint(run_dir) is not None or (run_dir / "final").exists() or (run_dir / "summary.json").exists()
+
+
+def _clear_run_dir(run_dir: Path) -> None:
+    (run_dir / CONFIG_FILE).unlink()  # first: a crash below leaves a folder a new run creates afresh
+    for name in (*RUN_ENTRIES, *checkpoints.STEP_LOGS):
+        path = run_dir / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        elif path.exists() or path.is_symlink():
+            path.unlink()
+    checkpoints.remove_partial(run_dir)
 
 
 def _create_run_dir(cfg: TrainConfig, run_dir: Path) -> None:

@@ -8,12 +8,17 @@ only what tomrl needs (each override says why):
   advantages from :mod:`tomrl.training.advantages` (TRL's loss accepts (B, T) advantages). With
   the KL in the reward, the log-probabilities of the sampling policy and of the reference are
   computed here; TRL's loss then uses the same clipped ratio, without its own KL term.
+  With ``dynamic_sampling``, prompt groups without reward variance are first replaced by groups of
+  fresh prompts (:mod:`tomrl.training.dynamic_sampling`).
 - ``_calculate_rewards``: also records each reward's components, the format rate and the
   accuracy (from the shared answer checker, via the rewards' ``details``), and one row per
   rollout for ``samples.jsonl``.
 - ``_tokenize_prompts``: prompts arrive fully rendered (chat template + prefill), so no special
   tokens are added a second time.
-- ``_generate_single_turn``: with ``stop_at_answer`` a rollout ends right after ``</answer>``;
+- ``_generate_single_turn``: rollouts are sampled by tomrl's continuous-batching decoder
+  (:mod:`tomrl.training.rollouts`, ``rollout_engine``), which returns the sampled ids and their
+  log-probabilities, seeded per step so that a resumed run samples what the uninterrupted one did;
+  else by ``model.generate``. With ``stop_at_answer`` a rollout ends right after ``</answer>``;
   on a CPU with bf16 precision, rollouts are decoded by a bf16 copy of the weights.
 - ``_save_checkpoint``: checkpoints are written to a ``.partial`` folder and renamed into place.
 
@@ -32,6 +37,7 @@ from trl import GRPOTrainer
 from trl.models import unwrap_model_for_generation
 from trl.models.utils import disable_gradient_checkpointing
 
+from tomrl.generation.base import cut_completion
 from tomrl.training.advantages import approx_kl, reinforce_pp_advantages, subtract_group_mean
 from tomrl.training.checkpoints import PARTIAL_SUFFIX, keep_latest_checkpoints, publish_folder
 
@@ -60,10 +66,69 @@ class TomrlGRPOTrainer(GRPOTrainer):
         return super()._tokenize_prompts(prompts)
 
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
+        if not images and self._slot_sampler() is not None:
+            return self._sample_with_slots(prompt_ids)
         own_path = self.train_config.stop_at_answer or self._cpu_bf16_rollouts
         if not own_path or self.use_vllm or self.use_transformers_continuous_batching or images:
             return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations, has_tool_images)
         return self._generate_rollouts(prompt_ids), None
+
+    def _slot_sampler(self):
+        """The slot-decoder sampler of ``rollout_engine`` (None: ``model.generate`` / vLLM), decided on first use."""
+        if not hasattr(self, "_slot_rollouts"):
+            self._slot_rollouts = None
+            engine = self.train_config.rollout_engine
+            if engine == "transformers" or self.use_vllm:
+                return None
+            from tomrl.training.rollouts import SlotRollouts, slot_rollouts_unavailable
+
+            reason = slot_rollouts_unavailable(self.accelerator.unwrap_model(self.model), self.args)
+            if reason is None and self.is_fsdp_enabled:
+                reason = "FSDP shards the weights the slot decoder reads"
+            if reason is not None:
+                if engine == "slots":
+                    raise ValueError(f"rollout_engine=slots: {reason}; set rollout_engine to auto or transformers")
+                if self.accelerator.is_main_process:
+                    print(f"rollouts: model.generate, as {reason}")
+                return None
+            self._slot_rollouts = SlotRollouts(
+                self._tokenizer,
+                set(self.eos_token_ids),
+                temperature=self.temperature,
+                top_p=self.top_p,
+                max_new_tokens=self.max_completion_length,
+                stop=(ANSWER_STOP,) if self.train_config.stop_at_answer else (),
+                seed=self.args.seed,
+                # ZeRO-3 gathers the weights only inside unwrap_model_for_generation: build per call.
+                reuse_within_step=not self.is_deepspeed_enabled,
+            )
+        return self._slot_rollouts
+
+    def _unwrapped_for_generation(self):
+        """The policy as TRL unwraps it for generation (DeepSpeed/FSDP gathering, no gradient checkpointing)."""
+        return unwrap_model_for_generation(
+            self.model_wrapped,
+            self.accelerator,
+            gather_deepspeed3_params=self.args.ds3_gather_for_generation,
+            generation_kwargs=self.generation_kwargs,
+            gradient_checkpointing_kwargs=self.args.gradient_checkpointing_kwargs,
+        )
+
+    def _sample_with_slots(self, prompt_ids: list[list[int]]):
+        """Rollout ids and their sampling log-probabilities from the slot decoder, in prompt order.
+
+        TRL keeps the log-probabilities as ``sampling_per_token_logps``, which its loss reads only
+        for vLLM's importance-sampling correction or an off-policy mask (neither is configured by
+        tomrl): the old policy's log-probabilities of the loss stay TRL's own forward pass.
+        """
+        with self._unwrapped_for_generation() as unwrapped_model:
+            completions = self._slot_rollouts.sample(
+                self._rollout_model(unwrapped_model),
+                prompt_ids,
+                step=self.state.global_step,
+                process_index=self.accelerator.process_index,
+            )
+        return [c.token_ids for c in completions], [c.logprobs for c in completions]
 
     @property
     def _cpu_bf16_rollouts(self) -> bool:
@@ -110,13 +175,7 @@ class TomrlGRPOTrainer(GRPOTrainer):
             generation_config = copy.deepcopy(self.generation_config)
             generation_config.stop_strings = [ANSWER_STOP]
             extra = {"tokenizer": self._tokenizer}  # generate needs it to match stop strings
-        with unwrap_model_for_generation(
-            self.model_wrapped,
-            self.accelerator,
-            gather_deepspeed3_params=self.args.ds3_gather_for_generation,
-            generation_kwargs=self.generation_kwargs,
-            gradient_checkpointing_kwargs=self.args.gradient_checkpointing_kwargs,
-        ) as unwrapped_model:
+        with self._unwrapped_for_generation() as unwrapped_model:
             model = self._rollout_model(unwrapped_model)
             output = model.generate(input_ids=input_ids, attention_mask=attention_mask, generation_config=generation_config, **extra)
         completions = output[:, input_ids.size(1) :].tolist()
@@ -175,8 +234,14 @@ class TomrlGRPOTrainer(GRPOTrainer):
     # ------------------------------------------------------------------ advantages
 
     def _generate_and_score_completions(self, inputs):
-        output = super()._generate_and_score_completions(inputs)
         mode = "train" if self.model.training else "eval"
+        if self.train_config.dynamic_sampling and mode == "train":
+            from tomrl.training.dynamic_sampling import sample_until_signal
+
+            # Zero-signal groups replaced by fresh ones; GRPO advantages and the rewards below match the merged batch.
+            output = sample_until_signal(self, inputs, super()._generate_and_score_completions)
+        else:
+            output = super()._generate_and_score_completions(inputs)
         trained_tokens = output["prompt_mask"].sum() + output["completion_mask"].sum()
         self._metrics[mode]["tokens/trained"].append(self.accelerator.gather(trained_tokens).sum().item())
         if self.train_config.algorithm == "grpo" or mode != "train":
@@ -271,29 +336,3 @@ class TomrlGRPOTrainer(GRPOTrainer):
             shutil.rmtree(staging_root, ignore_errors=True)
             keep_latest_checkpoints(self.run_dir, keep=1)
         self.accelerator.wait_for_everyone()
-
-
-def cut_completion(ids: list[int], eos_ids: set[int], tokenizer: Any, stop: str | None) -> list[int]:
-    """Keep a generated row up to its first EOS (included) or the end of ``stop``, whichever is first.
-
-    ``model.generate`` pads finished rows; the padding is never part of the completion. The
-    shortest prefix whose text contains ``stop`` is found by bisection (containment only grows
-    with the prefix), so this costs a handful of decodes per row.
-    """
-    end = len(ids)
-    for index, token in enumerate(ids):
-        if token in eos_ids:
-            end = index + 1
-            break
-    ids = ids[:end]
-    if stop is None or stop not in tokenizer.decode(ids, skip_special_tokens=False):
-        return ids
-    low, high = 1, len(ids)
-    while low < high:
-        middle = (low + high) // 2
-        if stop in tokenizer.decode(ids[:middle], skip_special_tokens=False):
-            high = middle
-        else:
-            low = middle + 1
-    return ids[:low]
-

@@ -21,6 +21,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from tomrl.generation.base import Sampling, cut_completion, eos_token_ids, left_padded
+from tomrl.generation.slots import SlotGenerator, SlotModel, slot_path_supported
 from tomrl.rewards.answer import check_answer
 from tomrl.schema import Example
 from tomrl.stats import Accuracy, accuracy
@@ -74,13 +76,11 @@ def generate_completions(
     (with ``stop_at_answer``: right after its first ``</answer>``, if that comes first).
 
     Llama/Qwen models use the evaluation engine's continuous-batching decoder
-    (:class:`tomrl.evaluation.hf.SlotGenerator`, what ``tomrl eval`` runs, several times faster than
+    (:class:`tomrl.generation.slots.SlotGenerator`, what ``tomrl eval`` runs, several times faster than
     ``model.generate`` on a CPU), on a copy of the weights in ``fast_dtype`` when given (bf16 on
     CPUs that compute it natively); other architectures use ``model.generate``.
     """
     import torch
-
-    from tomrl.evaluation.hf import slot_path_supported
 
     stop = STOP if stop_at_answer else None
     was_training = model.training
@@ -102,14 +102,11 @@ def generate_completions(
 def _generate_with_slots(model, tokenizer, prompts, max_new_tokens, temperature, top_p, batch_size, seed, progress, fast_dtype, stop):
     import copy
 
-    from tomrl.evaluation.engines import Sampling
-    from tomrl.evaluation.hf import SlotGenerator, SlotModel, _eos_ids
-
     source = model
     if fast_dtype is not None and next(model.parameters()).dtype != fast_dtype:
         source = copy.deepcopy(model).to(fast_dtype)
     sampling = Sampling(temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, stop=(stop,) if stop else (), seed=seed)
-    generator = SlotGenerator(SlotModel(source), tokenizer, _eos_ids(model, tokenizer), batch_size)
+    generator = SlotGenerator(SlotModel(source), tokenizer, eos_token_ids(model, tokenizer), batch_size)
     token_lists = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
     results: list[tuple[str, int] | None] = [None] * len(prompts)
     for done in generator.run(token_lists, sampling):
@@ -120,11 +117,8 @@ def _generate_with_slots(model, tokenizer, prompts, max_new_tokens, temperature,
 
 
 def _generate_with_transformers(model, tokenizer, prompts, max_new_tokens, temperature, top_p, batch_size, progress, stop):
-    from tomrl.evaluation.hf import left_padded
-    from tomrl.training.trainer import cut_completion
-
     device = next(model.parameters()).device
-    eos_ids = _eos_ids(model, tokenizer)
+    eos_ids = eos_token_ids(model, tokenizer)
     token_lists = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
     order = sorted(range(len(prompts)), key=lambda i: -len(token_lists[i]))  # similar lengths per batch
     results: list[tuple[str, int] | None] = [None] * len(prompts)
@@ -217,16 +211,6 @@ def validate(
     result = score_completions(examples, completions, settings.scheme, prefill)
     result.seconds = time.perf_counter() - started
     return result
-
-
-def _eos_ids(model: Any, tokenizer: Any) -> set[int]:
-    ids = {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
-    configured = getattr(model.generation_config, "eos_token_id", None)
-    if isinstance(configured, int):
-        ids.add(configured)
-    elif configured:
-        ids.update(configured)
-    return ids
 
 
 def validate_saved_model(model_path: str, examples: Sequence[Example], cfg: Any) -> ValidationResult:

@@ -35,7 +35,8 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any, Iterator, Sequence
 
-from tomrl.evaluation.engines import Completion, Sampling
+from tomrl.generation.base import Completion, Sampling
+from tomrl.io import redact_secrets
 
 ABSENT = object()  # the reply has no stop_reason field (OpenAI's own API); None means "stopped at EOS" (vLLM)
 RETRYABLE_STATUS = {408, 409, 429, 500, 502, 503, 504}
@@ -122,7 +123,7 @@ class OpenAIEngine:
                 detail = _error_detail(error)
                 last_problem = f"HTTP {error.code} from {url}: {detail}"
                 if error.code not in RETRYABLE_STATUS:
-                    raise RequestFailed(self._redact(last_problem)) from None
+                    raise RequestFailed(redact_secrets(self._redact(last_problem))) from None
                 retry_after = _retry_after_seconds(error.headers.get("Retry-After") if error.headers else None)
             except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as error:
                 reason = getattr(error, "reason", error)
@@ -135,7 +136,7 @@ class OpenAIEngine:
             wait = retry_after if retry_after is not None else min(MAX_BACKOFF_S, delay) * (0.5 + random.random())
             self._sleep(min(MAX_BACKOFF_S, wait))
             delay *= 2
-        raise RequestFailed(self._redact(f"{last_problem} (gave up after {self.settings.max_retries + 1} attempts)"))
+        raise RequestFailed(redact_secrets(self._redact(f"{last_problem} (gave up after {self.settings.max_retries + 1} attempts)")))  # the URL may hold credentials
 
     def complete(self, prompt: Any, sampling: Sampling, index: int) -> Completion:
         path = "/chat/completions" if self.settings.api == "chat" else "/completions"

@@ -1,4 +1,7 @@
-"""Tiny real models for the evaluation tests: the embedded tokenizer, random weights, 2 layers.
+"""Tiny real models for the generation and evaluation tests: the embedded tokenizer, random weights, 2 layers.
+
+Fixtures (made available to every test by ``tests/conftest.py``): ``tiny_llama``, ``tiny_qwen2``,
+``tiny_qwen3`` (model folders) and ``chat_prompts`` (Paper-A-style prompts sharing a system prompt).
 
 The weights are drawn with a large initializer range so that greedy outputs differ from prompt
 to prompt (with the default 0.02 a tiny random model repeats one token), which the engine

@@ -1,51 +1,69 @@
-"""Hugging Face transformers engine: fast batched generation on CPU or GPU.
+"""tomrl's continuous-batching decoder for Llama, Qwen2 and Qwen3 models (the ``hf`` engine's ``slots`` path).
 
-    engine = HFEngine("smollm2-135m")                      # embedded name, hub id or local path
-    for done in engine.generate(prompts, Sampling(temperature=0, max_new_tokens=256)):
-        ...
-    tomrl eval --model smollm2-135m --engine hf --benchmark hitom600 --limit 20
+    from tomrl.generation import SlotGenerator, SlotModel, Sampling, eos_token_ids
+    generator = SlotGenerator(SlotModel(model), tokenizer, eos_token_ids(model, tokenizer), batch_size=16)
+    for done in generator.run(token_lists, Sampling(temperature=0, max_new_tokens=128, logprobs=True)):
+        done.index, done.text, done.token_ids, done.logprobs
 
-Two generation paths share the same inputs, stopping rules and outputs:
+Used by :class:`tomrl.generation.hf.HFEngine` (``tomrl eval``) and by validation during training
+(:mod:`tomrl.training.validation`). Run its tests with
+``pytest tests/generation/test_hf_engine.py``; measure it with
+``python benchmarks/bench_generation.py --compare-decoders``.
 
-``slots`` (default for Llama, Qwen2 and Qwen3 models)
-    A decode loop written around the model's own weights and rotary embedding (only the
-    layer's arithmetic is re-expressed, checked against the model's own forward pass). On a
-    small CPU, ``model.generate`` spends most of each step on per-operation overhead and on
-    copying a growing cache; this path avoids both:
+A decode loop written around the model's own weights and rotary embedding (only the layer's
+arithmetic is re-expressed, checked against the model's own forward pass). On a small CPU,
+``model.generate`` spends most of each step on per-operation overhead and on copying a growing
+cache; this path avoids both:
 
-    - *continuous batching*: each of ``batch_size`` cache slots holds one prompt; when a
-      prompt finishes (``</answer>``, EOS or its token budget) its slot is refilled from the
-      queue, so the batch stays full instead of waiting for its slowest row;
-    - a preallocated KV cache written in place (no ``torch.cat`` per step), attention over
-      each row's own length through a mask;
-    - the prompts' common token prefix (system prompt and chat header) is computed once,
-      stored once, and attended to with one matmul for all rows; only each prompt's own part
-      is prefilled;
-    - prompts are prefilled longest first in right-padded groups (little padding);
-    - when the queue is empty, finished rows are dropped from the batch (compaction);
-    - q/k/v and gate/up projections fused into one matmul each, RMSNorm in three operations;
-    - bf16 where the device computes it natively (``dtype="auto"``), ``torch.inference_mode``;
-    - top-p sampling looks at the top 64 tokens first and sorts the whole vocabulary only for
-      rows whose top 64 hold less than ``top_p`` of the mass (exact either way).
+- *continuous batching*: each of ``batch_size`` cache slots holds one prompt; when a prompt
+  finishes (``</answer>``, EOS or its token budget) its slot is refilled from the queue, so the
+  batch stays full instead of waiting for its slowest row;
+- a preallocated KV cache written in place (no ``torch.cat`` per step), attention over each
+  row's own length through a mask;
+- the prompts' common token prefix (system prompt and chat header) is computed once, stored
+  once, and attended to with one matmul for all rows; only each prompt's own part is prefilled;
+- prompts are prefilled longest first in right-padded groups (little padding);
+- a prompt repeated within one prefill pass (an RL step samples each prompt several times) is
+  prefilled once, its keys and values copied to the slots of its repeats (``share_repeats``);
+- when the queue is empty, finished rows are dropped from the batch (compaction);
+- q/k/v and gate/up projections fused into one matmul each, RMSNorm in three operations;
+- top-p sampling looks at the top 64 tokens first and sorts the whole vocabulary only for rows
+  whose top 64 hold less than ``top_p`` of the mass (exact either way).
 
-``generate`` (any other architecture, or ``mode="generate"``)
-    Plain ``model.generate`` on length-sorted, left-padded batches with ``stop_strings``.
+Greedy outputs equal ``model.generate``'s in float32 (tested on tiny Llama, Qwen2 and Qwen3
+models, token ids included, and on the embedded model in the slow tests). With
+``Sampling.logprobs`` each completion also carries the float32 log-probability of every sampled
+token under ``logits / temperature`` (checked against a forward pass of the model), which an RL
+loss needs for the sampling policy.
 
-Both stop at EOS, the token budget, or right after a ``Sampling.stop`` string (``</answer>``
-with ``stop_at_answer``; none by default, as the papers generate to EOS), and report
-generated tokens per completion. Greedy outputs of the two paths are identical in float32
-(tested on tiny Llama, Qwen2 and Qwen3 models, and on the embedded model in the slow tests);
-in bf16 the two paths round differently, so near-ties can flip. Sampling uses one seeded
-generator per request, so sampled answers depend on which prompts share a batch.
+Why this hand-written decoder is kept rather than transformers' own continuous batching
+(``model.generate_batch``, what TRL's ``use_transformers_paged`` runs) or plain batched
+``model.generate``: it is the fastest of the three on a CPU, and its greedy tokens equal
+``model.generate``'s (``generate_batch``'s differed on 12 of 16 prompts here). Measured side by side in one process
+(``bench_generation.py --compare-decoders --prompts 16 --new-tokens 128 --threads 1``; embedded
+SmolLM2-135M, float32, greedy, EOS ignored, 16 ToMi prompts of 265 tokens on average, 128 new
+tokens each; AMD EPYC, 2 cores, torch 2.13, transformers 5.23; the machine was shared, load
+average about 7, so only the ratios mean anything):
+
+=====================================  ==========  =============  ===============================
+decoder                                tokens/s    time vs slots  token ids equal to the slots'
+=====================================  ==========  =============  ===============================
+a. ``SlotGenerator`` (this module)     24.1        1.0x           16/16
+b. ``model.generate``, one batch       14.2        1.7x           16/16
+c. ``model.generate_batch`` (paged)    5.6         4.3x           4/16
+=====================================  ==========  =============  ===============================
+
+(2 torch threads were asked for; on the loaded machine they made a single warm-up run take
+minutes, as the threads wait on each other at every operation, so the figures use 1.)
 """
 
 from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator
 
-from tomrl.evaluation.engines import Completion, Sampling, cut_at_stop
+from tomrl.generation.base import Completion, Sampling, cut_at_stop
 
 SLOT_ARCHITECTURES = ("llama", "qwen2", "qwen3")
 TOP_P_CANDIDATES = 64  # tokens looked at before falling back to a full sort for top-p
@@ -53,134 +71,6 @@ MIN_PREFIX_TOKENS = 16  # a shorter common prefix is not worth a separate pass
 PREFILL_TOKEN_BUDGET = 4096  # prompt tokens per prefill pass (bounds activation memory)
 PACK_BATCH_HINT = 64  # rows the prepacked weights are laid out for (any row count works)
 _STOP_CANDIDATES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # tokenizer -> {final chars: token ids}
-
-
-def pick_dtype(dtype: str, device: str):
-    """The torch dtype for ``dtype`` ("auto" = bf16 where the device computes it natively)."""
-    import torch
-
-    if dtype != "auto":
-        return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
-    if device.startswith("cuda"):
-        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-    # On CPUs with AVX512-BF16 or AMX, oneDNN runs bf16 matmuls natively (about 3x faster than
-    # float32 for the 135M model on the 2-core EPYC this was tuned on); elsewhere bf16 is
-    # emulated and 60-100x slower than float32. The probe decides, not the flag alone.
-    from tomrl.models import cpu_runs_bf16_fast
-
-    return torch.bfloat16 if cpu_runs_bf16_fast()[0] else torch.float32
-
-
-def default_device() -> str:
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-class HFEngine:
-    """Generate with a transformers causal LM (see the module docstring for the two paths)."""
-
-    name = "hf"
-    prompt_kind = "text"
-
-    def __init__(
-        self,
-        model: str,
-        dtype: str = "auto",
-        device: str | None = None,
-        batch_size: int = 64,
-        mode: str = "auto",
-        trust_remote_code: bool = False,
-        prefix_cache: bool = True,
-        threads: int | None = None,
-    ):
-        import torch
-
-        from tomrl.models import load_model, load_tokenizer
-
-        if threads is not None:
-            torch.set_num_threads(threads)
-
-        if mode not in ("auto", "slots", "generate"):
-            raise ValueError(f"mode must be auto, slots or generate, got {mode!r}")
-        self.model_name = model
-        self.device = device or default_device()
-        self.torch_dtype = pick_dtype(dtype, self.device)
-        self.batch_size = batch_size
-        self.prefix_cache = prefix_cache
-        self.tokenizer = load_tokenizer(model, trust_remote_code=trust_remote_code)
-        dtype_name = str(self.torch_dtype).removeprefix("torch.")
-        self.model = load_model(model, dtype=dtype_name, device=self.device, trust_remote_code=trust_remote_code)
-        self.model.eval()
-        supported = slot_path_supported(self.model)
-        if mode == "slots" and not supported:
-            raise ValueError(f"the slots path supports {', '.join(SLOT_ARCHITECTURES)} models; {model} is {self.model.config.model_type}")
-        self.mode = "slots" if (mode == "slots" or (mode == "auto" and supported)) else "generate"
-        self.eos_ids = _eos_ids(self.model, self.tokenizer)
-        self._slot_model = None
-        self._torch = torch
-
-    def describe(self) -> dict:
-        return {
-            "engine": self.name,
-            "model": self.model_name,
-            "path": self.mode,
-            "dtype": str(self.torch_dtype).removeprefix("torch."),
-            "device": self.device,
-            "batch_size": self.batch_size,
-            "torch_threads": self._torch.get_num_threads(),
-        }
-
-    def generate(self, prompts: Sequence[str], sampling: Sampling) -> Iterator[Completion]:
-        if not prompts:
-            return
-        token_lists = [self.tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
-        with self._torch.inference_mode():
-            if self.mode == "slots":
-                if self._slot_model is None:
-                    self._slot_model = SlotModel(self.model)
-                generator = SlotGenerator(self._slot_model, self.tokenizer, self.eos_ids, self.batch_size, self.prefix_cache)
-                yield from generator.run(token_lists, sampling)
-            else:
-                yield from self._generate_plain(token_lists, sampling)
-
-    def _generate_plain(self, token_lists: list[list[int]], sampling: Sampling) -> Iterator[Completion]:
-        """``model.generate`` on left-padded batches of similar length (the fallback path)."""
-        torch = self._torch
-        order = sorted(range(len(token_lists)), key=lambda i: -len(token_lists[i]))
-        pad_id = self.tokenizer.pad_token_id
-        generator_seed = sampling.seed
-        for start in range(0, len(order), self.batch_size):
-            batch = order[start : start + self.batch_size]
-            ids, mask = left_padded([token_lists[i] for i in batch], pad_id)
-            width = ids.shape[1]
-            torch.manual_seed(generator_seed + start)
-            kwargs = dict(max_new_tokens=sampling.max_new_tokens, pad_token_id=pad_id, eos_token_id=sorted(self.eos_ids))
-            if sampling.greedy:
-                kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
-            else:
-                kwargs.update(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p, top_k=None)
-            if sampling.stop:
-                kwargs.update(stop_strings=list(sampling.stop), tokenizer=self.tokenizer)
-            if sampling.ignore_eos:
-                kwargs.update(min_new_tokens=sampling.max_new_tokens)
-            output = self.model.generate(input_ids=ids.to(self.device), attention_mask=mask.to(self.device), **kwargs)
-            for row, i in enumerate(batch):
-                new = output[row, width:].tolist()
-                yield _finish(i, new, len(token_lists[i]), self.tokenizer, self.eos_ids, sampling)
-
-
-def left_padded(token_lists: Sequence[list[int]], pad_id: int):
-    """``(input_ids, attention_mask)`` of ``token_lists`` left-padded to the longest (for ``model.generate``)."""
-    import torch
-
-    width = max(len(tokens) for tokens in token_lists)
-    ids = torch.full((len(token_lists), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(token_lists), width), dtype=torch.long)
-    for row, tokens in enumerate(token_lists):
-        ids[row, width - len(tokens) :] = torch.tensor(tokens)
-        mask[row, width - len(tokens) :] = 1
-    return ids, mask
 
 
 def slot_path_supported(model) -> bool:
@@ -193,40 +83,6 @@ def slot_path_supported(model) -> bool:
     inner = getattr(model, "model", None)
     return all(hasattr(inner, name) for name in ("embed_tokens", "layers", "norm", "rotary_emb")) and hasattr(model, "lm_head")
 
-
-def _eos_ids(model, tokenizer) -> set[int]:
-    ids = set()
-    for source in (getattr(model, "generation_config", None), model.config, tokenizer):
-        value = getattr(source, "eos_token_id", None)
-        if value is None:
-            continue
-        ids.update(value if isinstance(value, (list, tuple)) else [value])
-    return ids
-
-
-def _finish(index: int, new_tokens: list[int], prompt_tokens: int, tokenizer, eos_ids: set[int], sampling: Sampling) -> Completion:
-    """Turn generated token ids into a :class:`Completion` (cut at EOS or a stop string)."""
-    reason = "length"
-    kept = []
-    for token in new_tokens:
-        kept.append(token)
-        if token in eos_ids:
-            reason = "eos"
-            break
-    text, stopped = cut_at_stop(tokenizer.decode(kept, skip_special_tokens=True), sampling.stop)
-    if stopped:
-        reason = "stop"
-        # Count tokens up to the one that completed the stop string: the shortest prefix whose
-        # text contains it (containment only grows with the prefix, so bisect).
-        low, high = 1, len(kept)
-        while low < high:
-            middle = (low + high) // 2
-            if cut_at_stop(tokenizer.decode(kept[:middle], skip_special_tokens=True), sampling.stop)[1]:
-                high = middle
-            else:
-                low = middle + 1
-        kept = kept[:low]
-    return Completion(index=index, text=text, tokens=len(kept), prompt_tokens=prompt_tokens, finish_reason=reason)
 
 
 class _SlotCache:
@@ -269,6 +125,13 @@ class _SlotCache:
                 grown = torch.zeros((*old.shape[:2], new_capacity, old.shape[3]), dtype=old.dtype, device=old.device)
                 grown[:, :, : old.shape[2]] = old
                 store[i] = grown
+
+    def copy_slots(self, sources, targets, width: int) -> None:
+        """Give slots ``targets`` the first ``width`` positions and the lengths of slots ``sources`` (LongTensors)."""
+        for store in (self.keys, self.values):
+            for tensor in store:
+                tensor[targets, :, :width] = tensor[sources, :, :width]
+        self.lengths[targets] = self.lengths[sources]
 
     def keep(self, rows) -> None:
         """Keep only slots ``rows`` (a LongTensor), in that order."""
@@ -527,7 +390,9 @@ class SlotModel:
 class SlotGenerator:
     """Continuous-batching decode loop over a :class:`SlotModel` (one use per request)."""
 
-    def __init__(self, slot_model: SlotModel, tokenizer, eos_ids: set[int], batch_size: int, prefix_cache: bool = True):
+    def __init__(
+        self, slot_model: SlotModel, tokenizer, eos_ids: set[int], batch_size: int, prefix_cache: bool = True, share_repeats: bool = True
+    ):
         import torch
 
         self.torch = torch
@@ -536,13 +401,50 @@ class SlotGenerator:
         self.eos_ids = eos_ids
         self.batch_size = batch_size
         self.prefix_cache = prefix_cache
+        self.share_repeats = share_repeats
         self.device = slot_model.device
 
-    def _sample(self, logits, sampling: Sampling, generator):
+    def _prefill(self, cache: _SlotCache, slots: list[int], prompts: list[int], token_lists, start: int, prefix: _Prefix | None):
+        """Prefill prompts ``prompts`` into ``slots``; one row of last-position logits per slot.
+
+        With ``share_repeats``, a prompt that occurs several times in the pass (an RL step samples
+        each prompt several times, one after another) is computed once and its keys and values are
+        copied to the slots of its repeats, which then share its logits row: the outputs are those
+        of prefilling every copy (each row is still sampled on its own), for a fraction of the work,
+        which dominates a CPU step with long stories.
+        """
         torch = self.torch
+        first: dict[tuple[int, ...], int] = {}  # prompt tokens -> position of its first occurrence in `prompts`
+        owner = [first.setdefault(tuple(token_lists[i]), position) for position, i in enumerate(prompts)]
+        distinct = sorted(first.values())
+        if not self.share_repeats or len(distinct) == len(prompts):
+            return self.model.prefill(cache, slots, [token_lists[i][start:] for i in prompts], prefix)
+        logits = self.model.prefill(cache, [slots[p] for p in distinct], [token_lists[prompts[p]][start:] for p in distinct], prefix)
+        repeats = [p for p, o in enumerate(owner) if o != p]
+        width = max(len(token_lists[prompts[p]]) - start for p in repeats)
+        cache.copy_slots(
+            torch.tensor([slots[owner[p]] for p in repeats], device=self.device),
+            torch.tensor([slots[p] for p in repeats], device=self.device),
+            width,
+        )
+        row = {p: r for r, p in enumerate(distinct)}
+        return logits.index_select(0, torch.tensor([row[o] for o in owner], device=logits.device))
+
+    def _choose(self, logits, sampling: Sampling, generator):
+        """The next token of every row, and (with ``sampling.logprobs``) its float32 log-probability
+        under ``logits / temperature`` (the unscaled logits when greedy), as a list; else None."""
         if sampling.ignore_eos and self.eos_ids:
             # As model.generate's min_new_tokens: EOS is never chosen.
             logits[:, sorted(self.eos_ids)] = float("-inf")
+        tokens = self._sample(logits, sampling, generator)
+        if not sampling.logprobs:
+            return tokens, None
+        scaled = logits.float() if sampling.greedy else logits.float() / sampling.temperature
+        chosen = self.torch.log_softmax(scaled, dim=-1).gather(1, tokens.unsqueeze(1)).squeeze(1)
+        return tokens, chosen.tolist()
+
+    def _sample(self, logits, sampling: Sampling, generator):
+        torch = self.torch
         if sampling.greedy:
             return logits.argmax(dim=-1)
         probs = torch.softmax(logits / sampling.temperature, dim=-1)
@@ -595,14 +497,17 @@ class SlotGenerator:
         cache = _SlotCache(len(model.layers), slots, model.kv_heads, model.head_dim, longest + 1, model.dtype, self.device)
         owner = [-1] * slots  # prompt index held by each slot, -1 when free
         generated: dict[int, list[int]] = {}
+        logprobs: dict[int, list[float]] = {}
         last_token = torch.zeros(slots, dtype=torch.long, device=self.device)
         refill_at = max(1, slots // 8)
 
-        def accept(slot: int, token: int) -> Completion | None:
+        def accept(slot: int, token: int, logprob: float | None) -> Completion | None:
             """Append ``token`` to the slot's output; return its Completion when it is done."""
             index = owner[slot]
             out = generated[index]
             out.append(token)
+            if logprob is not None:
+                logprobs[index].append(logprob)
             reason = None
             if token in self.eos_ids:
                 reason = "eos"
@@ -617,7 +522,15 @@ class SlotGenerator:
             owner[slot] = -1
             del generated[index]
             text, _ = cut_at_stop(self.tokenizer.decode(out, skip_special_tokens=True), sampling.stop)
-            return Completion(index=index, text=text, tokens=len(out), prompt_tokens=len(token_lists[index]), finish_reason=reason)
+            return Completion(
+                index=index,
+                text=text,
+                tokens=len(out),
+                prompt_tokens=len(token_lists[index]),
+                finish_reason=reason,
+                token_ids=out,
+                logprobs=logprobs.pop(index) if sampling.logprobs else None,
+            )
 
         while queue or any(o >= 0 for o in owner):
             free = [s for s, o in enumerate(owner) if o < 0]
@@ -628,11 +541,12 @@ class SlotGenerator:
                     for slot, i in zip(group_slots, group):
                         owner[slot] = i
                         generated[i] = []
-                    logits = model.prefill(cache, group_slots, [token_lists[i][start:] for i in group], prefix)
-                    first = self._sample(logits, sampling, generator)
+                        logprobs[i] = []
+                    logits = self._prefill(cache, group_slots, group, token_lists, start, prefix)
+                    first, first_logprobs = self._choose(logits, sampling, generator)
                     last_token[group_slots] = first
-                    for slot, token in zip(group_slots, first.tolist()):
-                        done = accept(slot, token)
+                    for row, (slot, token) in enumerate(zip(group_slots, first.tolist())):
+                        done = accept(slot, token, first_logprobs[row] if first_logprobs is not None else None)
                         if done is not None:
                             yield done
                 continue
@@ -649,11 +563,11 @@ class SlotGenerator:
                 idle = torch.tensor([o < 0 for o in owner], device=self.device)
                 cache.lengths.masked_fill_(idle, 0)
             cache.ensure_capacity(int(cache.lengths.max()) + 1)
-            tokens = self._sample(model.decode(cache, last_token, prefix), sampling, generator)
+            tokens, step_logprobs = self._choose(model.decode(cache, last_token, prefix), sampling, generator)
             last_token = tokens
             for slot, token in enumerate(tokens.tolist()):
                 if owner[slot] >= 0:
-                    done = accept(slot, token)
+                    done = accept(slot, token, step_logprobs[slot] if step_logprobs is not None else None)
                     if done is not None:
                         yield done
 

@@ -8,8 +8,8 @@ import pytest
 
 from fake_openai_server import FakeOpenAIServer
 from tomrl.evaluation.config import OpenAISettings
-from tomrl.evaluation.engines import Sampling
-from tomrl.evaluation.openai_engine import OpenAIEngine, _restore_stop
+from tomrl.generation.base import Sampling
+from tomrl.generation.openai import OpenAIEngine, _restore_stop
 
 SECRET = "sk-test-secret-value-123"
 MESSAGES = [[{"role": "system", "content": "be brief"}, {"role": "user", "content": f"question {i}"}] for i in range(5)]

@@ -1,11 +1,12 @@
-"""The Hugging Face engine on tiny real models: both paths agree, stopping rules, sampling."""
+"""The Hugging Face engine and the slot decoder on tiny real models: both paths agree (text and token ids),
+log-probabilities, stopping rules, sampling."""
 
 from __future__ import annotations
 
 import pytest
 
-from tomrl.evaluation.engines import Sampling, cut_at_stop
-from tomrl.evaluation.hf import HFEngine, SlotModel, _common_prefix_length
+from tomrl.generation import HFEngine, Sampling, SlotGenerator, SlotModel, cut_at_stop, eos_token_ids
+from tomrl.generation.slots import _common_prefix_length
 
 GREEDY = Sampling(temperature=0, max_new_tokens=12, stop=())
 
@@ -17,10 +18,15 @@ def _texts(engine, prompts, sampling=GREEDY):
 
 
 @pytest.fixture(scope="module")
-def reference(tiny_llama, chat_prompts):
+def reference_completions(tiny_llama, chat_prompts):
     """Plain model.generate, one prompt at a time, float32: the baseline every path must match."""
     engine = HFEngine(str(tiny_llama), dtype="float32", device="cpu", mode="generate", batch_size=1)
-    return [c.text for c in _texts(engine, chat_prompts)]
+    return _texts(engine, chat_prompts)
+
+
+@pytest.fixture(scope="module")
+def reference(reference_completions):
+    return [c.text for c in reference_completions]
 
 
 def test_reference_outputs_differ(reference):
@@ -34,6 +40,38 @@ def test_batched_greedy_equals_one_at_a_time(tiny_llama, chat_prompts, reference
     # Left padding (generate) and slot refills / compaction (slots) must not change any output.
     engine = HFEngine(str(tiny_llama), dtype="float32", device="cpu", mode=mode, batch_size=batch_size)
     assert [c.text for c in _texts(engine, chat_prompts)] == reference
+
+
+@pytest.mark.parametrize(("mode", "batch_size"), [("generate", 3), ("slots", 3)])
+def test_token_ids_are_what_model_generate_sampled(tiny_llama, chat_prompts, reference_completions, mode, batch_size):
+    # Completion.token_ids: the ids model.generate produced greedily, one prompt at a time (the
+    # reference path's own ids are checked against a direct model.generate call too).
+    engine = HFEngine(str(tiny_llama), dtype="float32", device="cpu", mode=mode, batch_size=batch_size)
+    done = _texts(engine, chat_prompts)
+    for ours, theirs, prompt in zip(done, reference_completions, chat_prompts):
+        assert ours.token_ids == theirs.token_ids == _generated_ids(engine, prompt, GREEDY.max_new_tokens)
+        assert len(ours.token_ids) == ours.tokens
+        assert engine.tokenizer.decode(ours.token_ids, skip_special_tokens=True) == ours.text
+        assert ours.logprobs is None  # not asked for
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.7])
+def test_slot_logprobs_match_a_forward_pass(tiny_llama, chat_prompts, temperature):
+    # Each sampled token's log-probability equals log_softmax(logits / temperature) of one full
+    # forward pass over prompt + completion, at that token (float32, within 1e-4).
+    import torch
+
+    engine = HFEngine(str(tiny_llama), dtype="float32", device="cpu", mode="slots", batch_size=3)
+    sampling = Sampling(temperature=temperature, top_p=1.0, max_new_tokens=10, stop=(), seed=5, logprobs=True)
+    done = _texts(engine, chat_prompts, sampling)
+    for completion, prompt in zip(done, chat_prompts):
+        prompt_ids = engine.tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        assert len(completion.logprobs) == len(completion.token_ids) == completion.tokens
+        with torch.inference_mode():
+            logits = engine.model(torch.tensor([prompt_ids + completion.token_ids])).logits[0].float()
+        scaled = logits if temperature == 0 else logits / temperature
+        expected = torch.log_softmax(scaled, dim=-1)[len(prompt_ids) - 1 : -1].gather(1, torch.tensor(completion.token_ids).unsqueeze(1)).squeeze(1)
+        torch.testing.assert_close(torch.tensor(completion.logprobs), expected, atol=1e-4, rtol=0)
 
 
 def test_slots_without_prefix_cache_match(tiny_llama, chat_prompts, reference):
@@ -59,7 +97,7 @@ def test_slots_match_generate_on_qwen(architecture, request, chat_prompts):
 def test_slot_logits_match_the_model(tiny_llama, chat_prompts):
     import torch
 
-    from tomrl.evaluation.hf import _SlotCache
+    from tomrl.generation.slots import _SlotCache
 
     engine = HFEngine(str(tiny_llama), dtype="float32", device="cpu", mode="slots")
     model = SlotModel(engine.model)
@@ -175,8 +213,6 @@ def test_packed_bf16_weights_change_nothing(tiny_llama, chat_prompts):
     # oneDNN's prepacked weights (used on CPUs with native bf16) must give bit-identical logits.
     import torch
 
-    from tomrl.evaluation.hf import SlotGenerator, _eos_ids
-
     engine = HFEngine(str(tiny_llama), dtype="bfloat16", device="cpu", mode="slots")
     packed, plain = SlotModel(engine.model), SlotModel(engine.model, pack_weights=False)
     if not packed.packed:
@@ -186,7 +222,7 @@ def test_packed_bf16_weights_change_nothing(tiny_llama, chat_prompts):
     outputs = []
     with torch.inference_mode():
         for model in (packed, plain):
-            done = SlotGenerator(model, engine.tokenizer, _eos_ids(engine.model, engine.tokenizer), 4).run(token_lists, sampling)
+            done = SlotGenerator(model, engine.tokenizer, eos_token_ids(engine.model, engine.tokenizer), 4).run(token_lists, sampling)
             outputs.append(sorted((c.index, c.text) for c in done))
         tokens = torch.tensor([token_lists[0][:20]])
         assert torch.equal(packed.logits(engine.model.model.embed_tokens(tokens)[0]), plain.logits(engine.model.model.embed_tokens(tokens)[0]))

@@ -10,13 +10,15 @@ other prompts share its batch, and a resumed run draws the same answers. Generat
 the token budget, or right after a ``Sampling.stop`` string (kept in the output; ``</answer>`` with
 ``stop_at_answer``). Prompts go to vLLM in chunks of
 ``CHUNK`` so that finished answers reach ``samples.jsonl`` while the rest are still running.
+Completions carry vLLM's generated token ids; ``Sampling.logprobs`` is not filled here (vLLM's
+default log-probabilities are of the unscaled logits, not of ``logits / temperature``).
 """
 
 from __future__ import annotations
 
 from typing import Iterator, Sequence
 
-from tomrl.evaluation.engines import Completion, Sampling
+from tomrl.generation.base import Completion, Sampling
 
 CHUNK = 512
 
@@ -78,6 +80,7 @@ class VLLMEngine:
                     tokens=len(generated.token_ids),
                     prompt_tokens=len(output.prompt_token_ids or []),
                     finish_reason=finish_reason(generated.finish_reason, generated.stop_reason),
+                    token_ids=list(generated.token_ids),
                 )
 
 
