@@ -1,4 +1,9 @@
-"""Two processes under `accelerate launch` on CPU (gloo): the distributed code paths of a real run."""
+"""Two processes under `torchrun` on CPU (gloo): the distributed code paths of a real run.
+
+`accelerate launch --cpu --num_processes 2` starts a single process (accelerate's CPU launcher is
+the one-process one), so the test launches with torch's own launcher and checks the world size the
+run recorded.
+"""
 
 from __future__ import annotations
 
@@ -18,14 +23,15 @@ REPO = Path(__file__).resolve().parents[2]
 def test_two_cpu_processes_train_and_write_one_run_folder(tmp_path, algorithm):
     run = tmp_path / "run"
     command = [
-        sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "2", "--cpu", "--num_machines", "1",
-        "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "tomrl", "train",
+        sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "-m", "tomrl", "train",
         "--config", "configs/train/smoke_cpu.yaml", f"run_dir={run}", f"algorithm={algorithm}", "max_steps=2",
         "rollouts_per_prompt=4", "micro_batch_size=2", "max_completion_length=8", "eval.every_steps=2",
         "progress=false", "save_every=1",
     ]
-    result = subprocess.run(command, cwd=REPO, env=dict(os.environ), capture_output=True, text=True, timeout=900)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}  # two processes on a 2-core machine
+    result = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert json.loads((run / "summary.json").read_text())["processes"] == 2
     metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics] == [1, 2]  # one row per step, written by the main process only
     samples = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()]

@@ -50,6 +50,7 @@ class RunSummary:
     resumed_from: str | None
     skipped_bad_rows: int = 0  # data.skip_bad: rows left out (listed in RUN_DIR/data/skipped.json)
     split_check: dict | None = None  # the split rule's finding (RUN_DIR/data/split_check.json)
+    processes: int = 1  # data-parallel processes that trained (accelerate / torchrun)
 
     def to_dict(self) -> dict:
         # A run that validated on test stories (data.allow_test_validation) says so first.
@@ -65,12 +66,13 @@ def train(cfg: TrainConfig, resume: bool = False, console: Any = None, rewards: 
     The main process holds the run folder's lock throughout: a second ``tomrl train`` on the same
     folder fails at once, naming this one's pid.
     """
-    from accelerate import PartialState
-
     from tomrl.io import locked_folder
 
     with contextlib.ExitStack() as stack:
-        if PartialState().is_main_process:
+        # The launcher's RANK, not accelerate's PartialState: creating that state here, before the
+        # trainer asks for a CPU backend, would fix it to one process under torchrun on a CPU
+        # (every rank would then think it is the main one and take the lock).
+        if int(os.environ.get("RANK", "0")) == 0:
             stack.enter_context(locked_folder(cfg.run_dir, "tomrl train"))
         return _train(cfg, resume, console, rewards)
 
@@ -83,7 +85,12 @@ def _train(cfg: TrainConfig, resume: bool, console: Any, rewards: list | None) -
 
     started = time.time()
     run_dir = Path(cfg.run_dir)
-    state = PartialState()  # one process, or one of several under `accelerate launch`
+    # One process, or one of several under `accelerate launch` / `torchrun`. The first state created
+    # fixes the backend for the whole run: without cpu=True on a machine with no GPU it would be
+    # "one process" under torchrun (every rank training alone into the same folder).
+    import torch
+
+    state = PartialState(cpu=not torch.cuda.is_available())
     say = (console.print if console is not None else print) if state.is_main_process else (lambda *_: None)
     # 1. The run folder (a new run refuses a folder that already holds one), and 2. the data, frozen
     # in RUN_DIR/data in training order. The main process writes both; the others then read them.
@@ -135,6 +142,7 @@ def _train(cfg: TrainConfig, resume: bool, console: Any, rewards: list | None) -
         best_validation=_best_validation(run_dir),
         resumed_from=str(resume_from) if resume_from else None,
         split_check=split_check,
+        processes=trainer.accelerator.num_processes,
     )
     if trainer.accelerator.is_main_process:
         atomic_write_json(run_dir / "summary.json", summary.to_dict())
