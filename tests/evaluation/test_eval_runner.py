@@ -164,7 +164,12 @@ def test_killed_process_resumes(tmp_path):
         assert process.returncode == -signal.SIGKILL
         before = _read(samples)
         assert 3 <= len(before) < 12
-        requests_before = len(server.requests)
+        # A request the killed process had already sent is recorded by the server when its reply
+        # (after delay_s) is written: let it land before counting, or it is charged to the resume.
+        requests_before = -1
+        while requests_before != len(server.requests):
+            requests_before = len(server.requests)
+            time.sleep(0.6)
         cfg = EvalConfig(model="fake", engine="openai", benchmarks=["tomrl-hitom-order2"], heldout_n=12, out=str(out),
                          openai=OpenAISettings(base_url=server.base_url, concurrency=1))
         outcome = run_eval(cfg, log=lambda m: None)

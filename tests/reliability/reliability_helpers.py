@@ -33,9 +33,21 @@ def run_cli(args: list[str], env: dict[str, str], cwd: Path, timeout: float = 30
 
 
 def start_cli(args: list[str], env: dict[str, str], cwd: Path, log: Path) -> subprocess.Popen:
-    """``python -m tomrl ARGS`` in the background, stdout and stderr to ``log``."""
+    """``python -m tomrl ARGS`` in the background, stdout and stderr to ``log``.
+
+    SIGINT is reset to its default in the child: a test run started in the background by a shell
+    (``make test &``, nohup) inherits SIGINT *ignored*, and Python then installs no KeyboardInterrupt
+    handler, so the Ctrl-C tests would see runs that cannot be interrupted.
+    """
     with open(log, "w") as handle:  # the child keeps its own copy of the descriptor
-        return subprocess.Popen([sys.executable, "-m", "tomrl", *args], env=env, cwd=cwd, stdout=handle, stderr=subprocess.STDOUT, text=True)
+        return subprocess.Popen(
+            [sys.executable, "-m", "tomrl", *args], env=env, cwd=cwd, stdout=handle, stderr=subprocess.STDOUT, text=True,
+            preexec_fn=_default_sigint,
+        )
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def wait_until(condition: Callable[[], bool], process: subprocess.Popen, timeout: float, poll: float = 0.02) -> bool:
