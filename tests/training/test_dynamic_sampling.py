@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import math
 
 import pytest
 import torch
+from test_train_smoke import read_rows
+from test_train_smoke import smoke_config as smoke_run_config
 
 from tomrl.config import ConfigError, load_config
 from tomrl.rewards.functions import Reward, RewardResult, completion_text
@@ -170,16 +171,7 @@ class OrderOneVowels(Reward):
 
 
 def smoke_config(tmp_path, *overrides: str) -> TrainConfig:
-    return load_config(
-        TrainConfig,
-        SMOKE,
-        [f"run_dir={tmp_path / 'run'}", "eval.at_start=false", "eval.every_steps=0", "progress=false", "max_steps=2",
-         "dynamic_sampling=true", "max_completion_length=8", *overrides],
-    )
-
-
-def read_rows(path):
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return smoke_run_config(tmp_path, "max_steps=2", "dynamic_sampling=true", "max_completion_length=8", *overrides)
 
 
 def test_all_zero_signal_groups_are_dropped_and_training_still_proceeds(tmp_path):

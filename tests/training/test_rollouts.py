@@ -6,46 +6,21 @@ must be those TRL computes for the sampling policy; both engines must train end 
 
 from __future__ import annotations
 
-import json
-
 import pytest
 import torch
 from safetensors.torch import load_file
+from test_train_smoke import VowelShareReward, read_rows
+from test_train_smoke import smoke_config as smoke_run_config
 
-from tomrl.config import load_config
 from tomrl.models import resolve_model
-from tomrl.rewards.functions import Reward, RewardResult, completion_text
 from tomrl.training.config import TrainConfig
 from tomrl.training.rollouts import rollout_seed, slot_rollouts_unavailable
 from tomrl.training.run import train
 from tomrl.training.trainer import TomrlGRPOTrainer
 
-SMOKE = "configs/train/smoke_cpu.yaml"
-
 
 def smoke_config(tmp_path, *overrides: str) -> TrainConfig:
-    return load_config(
-        TrainConfig,
-        SMOKE,
-        [f"run_dir={tmp_path / 'run'}", "eval.at_start=false", "eval.every_steps=0", "progress=false", "report_to=[]",
-         "precision=float32", *overrides],
-    )
-
-
-class VowelShareReward(Reward):
-    """A reward that differs between random completions, so that the step has a gradient (as in test_train_smoke)."""
-
-    name = "vowel_share"
-    needs = ()
-
-    def score(self, completion, answer=None, prefill=None, **columns):
-        text = completion_text(completion)
-        share = sum(c in "aeiou" for c in text.lower()) / max(len(text), 1)
-        return RewardResult(self.name, share, False, False, None, {"vowels": share})
-
-
-def read_rows(path):
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return smoke_run_config(tmp_path, "report_to=[]", "precision=float32", *overrides)
 
 
 @pytest.mark.parametrize("engine", ["slots", "transformers"])
