@@ -198,6 +198,13 @@ class TrainConfig:
         "model.generate; auto = the slot decoder where the architecture supports it and vLLM is off, else "
         "transformers' generate",
     )
+    share_prompt_forward: bool = setting(
+        True,
+        help="score the rollouts of one prompt on a single forward pass of that prompt (its keys and values shared by "
+        "the rollouts, gradients included; tomrl.training.shared_prompt) instead of one pass per rollout: the same "
+        "loss, with the prompt's compute paid once per group. Used where it applies (one process, no gradient "
+        "checkpointing, text only); else TRL's forward",
+    )
     kl_coef: float = setting(0.001, help="KL coefficient beta (Paper A: 0.001 in the loss)")
     kl_estimator: KLEstimator = setting(
         "k1", help="KL estimator of the in-reward KL of REINFORCE++ (OpenRLHF default k1); the loss KL is TRL's k3"

@@ -20,6 +20,9 @@ only what tomrl needs (each override says why):
   log-probabilities, seeded per step so that a resumed run samples what the uninterrupted one did;
   else by ``model.generate``. With ``stop_at_answer`` a rollout ends right after ``</answer>``;
   on a CPU with bf16 precision, rollouts are decoded by a bf16 copy of the weights.
+- ``_get_per_token_logps_and_entropies`` and ``_prepare_inputs``: with ``share_prompt_forward``,
+  each distinct prompt of a micro-batch runs through the model once for all its rollouts
+  (:mod:`tomrl.training.shared_prompt`), and TRL's row shuffle keeps a prompt's rollouts together.
 - ``_save_checkpoint``: checkpoints are written to a ``.partial`` folder and renamed into place.
 
 Built by :func:`tomrl.training.run.build_trainer`; run with ``tomrl train --config FILE``.
@@ -181,6 +184,63 @@ class TomrlGRPOTrainer(GRPOTrainer):
         completions = output[:, input_ids.size(1) :].tolist()
         stop_text = ANSWER_STOP if self.train_config.stop_at_answer else None
         return [cut_completion(ids, set(self.eos_token_ids), self._tokenizer, stop_text) for ids in completions]
+
+    # ------------------------------------------------------------------ the loss's forward pass
+
+    def _shares_prompt_forward(self) -> bool:
+        """Whether the loss runs each prompt once per micro-batch (decided on first use, said once)."""
+        if not hasattr(self, "_share_prompt_forward"):
+            from tomrl.training.shared_prompt import shared_prompt_unavailable
+
+            reason = None
+            if self.train_config.share_prompt_forward:
+                reason = shared_prompt_unavailable(self.model, self.accelerator, self.args.gradient_checkpointing)
+                if reason is not None and self.accelerator.is_main_process:
+                    print(f"loss: one forward per rollout (TRL's), as {reason}")
+            self._share_prompt_forward = self.train_config.share_prompt_forward and reason is None
+        return self._share_prompt_forward
+
+    def _get_per_token_logps_and_entropies(
+        self, model, input_ids, attention_mask, logits_to_keep, batch_size=None, compute_entropy=False, compute_aux_loss=False, **extra
+    ):
+        multimodal = any(value is not None for value in extra.values())
+        if self._shares_prompt_forward() and not multimodal and not compute_aux_loss:
+            from tomrl.training.shared_prompt import shared_prompt_logps
+
+            step = batch_size or input_ids.size(0)
+            chunks = []
+            for start in range(0, input_ids.size(0), step):
+                rows = slice(start, start + step)
+                shared = shared_prompt_logps(
+                    model, input_ids[rows], attention_mask[rows], logits_to_keep, self.accelerator.autocast, compute_entropy
+                )
+                if shared is None:  # no two rows of this chunk share a prompt: TRL's forward
+                    logps, entropies, _ = super()._get_per_token_logps_and_entropies(
+                        model, input_ids[rows], attention_mask[rows], logits_to_keep, compute_entropy=compute_entropy
+                    )
+                    shared = (logps, entropies)
+                chunks.append(shared)
+            logps = torch.cat([c[0] for c in chunks], dim=0)
+            entropies = torch.cat([c[1] for c in chunks], dim=0) if compute_entropy else None
+            return logps, entropies, None
+        return super()._get_per_token_logps_and_entropies(
+            model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy, compute_aux_loss, **extra
+        )
+
+    def _prepare_inputs(self, generation_batch):
+        if not self.model.training or not self._shares_prompt_forward():
+            return super()._prepare_inputs(generation_batch)
+        # TRL's training branch, with its row shuffle replaced by a shuffle of whole prompt groups, so
+        # that a prompt's rollouts share a micro-batch (and its forward pass); text only.
+        from trl.trainer.utils import split_tensor_dict
+
+        from tomrl.training.shared_prompt import shuffle_prompt_groups
+
+        generate_every = self.args.steps_per_generation * self.num_iterations
+        if self._step % generate_every == 0 or self._buffered_inputs is None:
+            batch = shuffle_prompt_groups(self._generate_and_score_completions(generation_batch))
+            self._buffered_inputs = split_tensor_dict(batch, self.args.steps_per_generation)
+        return self._buffered_inputs[self._step % self.args.steps_per_generation]
 
     # ------------------------------------------------------------------ rewards and metrics
 
