@@ -30,6 +30,16 @@ b. ``model.generate`` on one left-padded batch of all prompts;
 c. transformers' continuous batching, ``model.generate_batch`` (what TRL's
    ``use_transformers_paged`` runs), with its default settings.
 
+With ``--profile`` it explains what bounds tomrl's engine instead: the same run of the engine
+under ``torch.profiler`` (time per operator kind), the float32 matmul rate this CPU reaches at the
+decode step's shapes (measured, one weight matrix of each kind), and from it the roofline: the
+tokens/s the engine would reach if every decode step were nothing but its weight matmuls.
+
+    .venv/bin/python benchmarks/bench_generation.py --profile
+
+On a CPU without fast bf16 (no AMX / AVX512-BF16, where ``precision: auto`` picks float32) the
+plain bf16 baseline is skipped: bf16 is emulated there and that run alone would take most of an hour.
+
 The plain baselines run on the first ``--baseline-prompts`` prompts (default 8): their cost per
 prompt does not depend on how many prompts follow, and one-at-a-time decoding of all of them would
 take most of the time budget. tomrl's engine runs on all ``--prompts`` prompts, because filling a
@@ -154,6 +164,64 @@ def compare_decoders(path: str, prompts: list[str], tokenizer, new_tokens: int, 
         )
 
 
+def profile_engine(engine, prompts: list[str], prompt_lengths: list[int], new_tokens: int) -> None:
+    """What bounds the engine: its operators' share of the time, and the matmul roofline of a decode step."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    tomrl_generate(engine, prompts[:2], 4)  # warm-up, untimed
+    tokens, seconds, _, _ = tomrl_generate(engine, prompts, new_tokens)
+    rate = tokens / seconds
+    print(f"engine: {tokens} tokens in {seconds:.1f} s = {rate:.1f} tokens/s (no profiler)", flush=True)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        tokens, seconds, _, _ = tomrl_generate(engine, prompts, new_tokens)
+    totals: dict[str, float] = {}
+    for event in prof.key_averages():
+        kind = {"aten::mm": "matmul", "aten::addmm": "matmul", "aten::bmm": "matmul", "aten::matmul": None, "aten::linear": None}.get(
+            event.key, "softmax / top-p / sampling" if event.key in ("aten::softmax", "aten::_softmax", "aten::sort", "aten::topk", "aten::multinomial") else "other operators"
+        )
+        if kind:
+            totals[kind] = totals.get(kind, 0.0) + event.self_cpu_time_total / 1e6
+    profiled = sum(totals.values())
+    print(f"profiled run: {tokens} tokens in {seconds:.1f} s (profiler on); operator self-time {profiled:.1f} s:")
+    for kind, spent in sorted(totals.items(), key=lambda item: -item[1]):
+        print(f"  {kind:<28} {spent:>7.1f} s  {100 * spent / profiled:>5.1f} %")
+    # The decode step's weight matmuls at the engine's batch, one of each kind, float32.
+    config = engine.model.config
+    hidden, inter, vocab = config.hidden_size, config.intermediate_size, config.vocab_size
+    heads, kv_heads = config.num_attention_heads, config.num_key_value_heads
+    head_dim = hidden // heads
+    layer_shapes = [(hidden, (heads + 2 * kv_heads) * head_dim), (heads * head_dim, hidden), (hidden, 2 * inter), (inter, hidden)]
+    batch = min(engine.describe().get("batch_size", 64), len(prompts))
+    flops_per_token = 2 * (config.num_hidden_layers * sum(k * n for k, n in layer_shapes) + hidden * vocab)
+    step_seconds = 0.0
+    for k, n, count in [(k, n, config.num_hidden_layers) for k, n in layer_shapes] + [(hidden, vocab, 1)]:
+        a, b = torch.randn(batch, k), torch.randn(k, n)
+        for _ in range(3):
+            torch.mm(a, b)
+        started, repeats = time.perf_counter(), 20
+        for _ in range(repeats):
+            torch.mm(a, b)
+        step_seconds += count * (time.perf_counter() - started) / repeats
+    flops_per_second = batch * flops_per_token / step_seconds
+    token_lists = [engine.tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
+    shared = 0  # the prompts' common prefix is prefilled once (the engine's prefix cache)
+    while all(len(ids) > shared for ids in token_lists) and len({ids[shared] for ids in token_lists}) == 1:
+        shared += 1
+    prefill = shared + sum(prompt_lengths) - shared * len(prompts)
+    bound = tokens / ((prefill + tokens) * flops_per_token / flops_per_second)
+    print(
+        f"decode step at batch {batch}: weight matmuls alone take {1000 * step_seconds:.1f} ms "
+        f"({flops_per_second / 1e9:.1f} GFLOP/s float32 on this CPU, {torch.get_num_threads()} threads, "
+        f"{flops_per_token / 1e9:.3f} GFLOP per token), so decoding alone cannot exceed {batch / step_seconds:.0f} tokens/s here"
+    )
+    print(
+        f"with prefill ({prefill} prompt tokens: a {shared}-token shared prefix once, then {len(prompts)} prompts' own "
+        f"{(prefill - shared) / len(prompts):.0f} each) at the same rate, this workload cannot exceed {bound:.0f} generated tokens/s"
+    )
+    print(f"the engine's {rate:.0f} tokens/s is {100 * rate / bound:.0f} % of that bound ({100 * rate * step_seconds / batch:.0f} % of the decode-only one)")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="smollm2-135m")
@@ -166,6 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--compare-decoders", action="store_true", help="compare SlotGenerator, batched generate and generate_batch (float32)"
     )
+    parser.add_argument("--profile", action="store_true", help="profile tomrl's engine and print the matmul roofline")
     args = parser.parse_args(argv)
 
     import torch
@@ -192,9 +261,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"load average after: {os.getloadavg()[0]:.2f}")
         return 0
 
-    fp32 = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
-    bf16 = AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16).eval()
     engine = HFEngine(path, batch_size=args.batch_size)
+    if args.profile:
+        profile_engine(engine, prompts, prompt_lengths, args.new_tokens)
+        return 0
+    from tomrl.models import cpu_runs_bf16_fast
+
+    bf16_fast, why = cpu_runs_bf16_fast()
+    fp32 = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    bf16 = AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16).eval() if bf16_fast else None
+    if not bf16_fast:
+        print(f"plain bf16 baseline skipped: {why}")
     print(
         f"workload: {args.model}, {len(prompts)} prompts from {source} (paper_a prompt, {sum(prompt_lengths) / len(prompts):.0f} "
         f"tokens on average), {args.new_tokens} new tokens each, greedy, EOS ignored; torch {torch.__version__}, "
@@ -205,12 +282,13 @@ def main(argv: list[str] | None = None) -> int:
     runs = {
         "plain generate, 1 at a time, float32": lambda: plain_generate(fp32, tokenizer, baseline_prompts, 1, args.new_tokens),
         "plain generate, batch 8, float32": lambda: plain_generate(fp32, tokenizer, baseline_prompts, 8, args.new_tokens),
-        "plain generate, batch 8, bfloat16": lambda: plain_generate(bf16, tokenizer, baseline_prompts, 8, args.new_tokens),
+        **({"plain generate, batch 8, bfloat16": lambda: plain_generate(bf16, tokenizer, baseline_prompts, 8, args.new_tokens)} if bf16 else {}),
         f"tomrl hf engine, batch {args.batch_size}, {engine.describe()['dtype']}": lambda: tomrl_generate(engine, prompts, args.new_tokens),
     }
     # Warm-up (first-call allocations, oneDNN kernel selection) on two prompts, untimed.
     plain_generate(fp32, tokenizer, prompts[:2], 2, 4)
-    plain_generate(bf16, tokenizer, prompts[:2], 2, 4)
+    if bf16 is not None:
+        plain_generate(bf16, tokenizer, prompts[:2], 2, 4)
     tomrl_generate(engine, prompts[:2], 4)
 
     load_before = os.getloadavg()
@@ -230,7 +308,8 @@ def main(argv: list[str] | None = None) -> int:
     load_after = os.getloadavg()
     names = list(runs)
     rates = {name: tokens / seconds for name, (tokens, seconds, _, _) in best.items()}
-    one_at_a_time, batch8, batch8_bf16, ours = names
+    one_at_a_time, batch8, ours = names[0], names[1], names[-1]
+    batch8_bf16 = names[2] if bf16 is not None else None
     print()
     print(f"{'engine':<44} {'prompts':>7} {'tokens':>7} {'seconds':>8} {'tokens/s':>9} {'x 1-at-a-time':>14} {'tokens/CPU-s':>13}")
     for name in names:
@@ -244,15 +323,17 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(f"tomrl / plain one-at-a-time (float32): {ratio:.1f}x   (target >= {TARGET_RATIO:.0f}x: {'met' if ratio >= TARGET_RATIO else 'NOT met'})")
     print(f"tomrl / plain batch 8 (float32):       {rates[ours] / rates[batch8]:.1f}x")
-    print(f"tomrl / plain batch 8 (bfloat16):      {rates[ours] / rates[batch8_bf16]:.1f}x")
+    if batch8_bf16:
+        print(f"tomrl / plain batch 8 (bfloat16):      {rates[ours] / rates[batch8_bf16]:.1f}x")
     print(
         f"tomrl tokens/s: {rates[ours]:.0f}   (target >= {TARGET_TOKENS_PER_S:.0f}: {'met' if rates[ours] >= TARGET_TOKENS_PER_S else 'NOT met'})"
     )
     # Sanity: greedy outputs of tomrl's engine against plain bf16 generate on the shared prompts
     # (bf16 rounding differs between the two code paths, so near-ties may flip).
+    reference = batch8_bf16 if engine.describe()["dtype"] == "bfloat16" and batch8_bf16 else batch8
     ours_texts = best[ours][3][: len(baseline_prompts)]
-    same = sum(a == b for a, b in zip(ours_texts, best[batch8_bf16][3]))
-    print(f"identical greedy outputs, tomrl vs plain bf16 batch 8: {same}/{len(baseline_prompts)}")
+    same = sum(a == b for a, b in zip(ours_texts, best[reference][3]))
+    print(f"identical greedy outputs, tomrl vs {reference}: {same}/{len(baseline_prompts)}")
     print(
         f"machine load average (1 min) before / after: {load_before[0]:.2f} / {load_after[0]:.2f} on {os.cpu_count()} CPUs "
         "(other work on a shared machine slows every engine; compare runs made at low load)"

@@ -17,9 +17,10 @@ same model (the embedded SmolLM2-135M unless ``--model``), the same seed.
   bf16 copy of the weights), rollouts sampled by ``--rollout-engine`` (default ``auto``: tomrl's
   continuous-batching decoder for this Llama model), each rollout stopped after ``</answer>``.
 
-TRL runs once per ``--trl`` side: ``default`` (GRPOConfig's defaults: bf16 autocast) and ``float32``
+TRL runs once per ``--trl`` side: ``default`` (GRPOConfig's defaults: bf16 autocast), ``float32``
 (``bf16=False``: TRL given the precision that is fastest on a CPU without native bf16, so the ratio
-is not only the precision choice). Each round builds the trainers (loading is not timed) and runs
+is not only the precision choice) and ``float32-nockpt`` (also ``gradient_checkpointing=False``,
+which TRL turns on by default and tomrl does not: so the ratio is not that choice either). Each round builds the trainers (loading is not timed) and runs
 one step of each, TRL first then tomrl, so a change of load on a shared machine touches both. Step time is TRL's own
 ``step_time`` (generation + scoring + forward/backward + optimizer, the same instrumentation on
 both sides); tokens generated/s = completion tokens / step time; tokens trained/s = (prompt +
@@ -103,8 +104,10 @@ def trl_step(model: str, rows: list[dict], args, workdir: Path, precision: str =
         seed=args.seed,
         use_cpu=True,
         # "default": TRL's own choice (bf16 autocast); "float32": TRL given the precision that is
-        # fastest on a CPU without native bf16, so a gain is not only the precision choice.
-        **({"bf16": False} if precision == "float32" else {}),
+        # fastest on a CPU without native bf16, so a gain is not only the precision choice;
+        # "float32-nockpt": also without TRL's default gradient checkpointing (tomrl's setting).
+        **({"bf16": False} if precision.startswith("float32") else {}),
+        **({"gradient_checkpointing": False} if precision == "float32-nockpt" else {}),
     )
     trainer = GRPOTrainer(
         model=model,
@@ -201,7 +204,8 @@ def main() -> int:
     parser.add_argument("--rollout-engine", default="auto", choices=["auto", "slots", "transformers"], help="tomrl's rollouts")
     parser.add_argument(
         "--trl", default="default,float32",
-        help="TRL sides to run, comma-separated: default (GRPOConfig's defaults, bf16) and/or float32 (bf16=False)",
+        help="TRL sides to run, comma-separated: default (GRPOConfig's defaults, bf16), float32 (bf16=False), "
+        "float32-nockpt (bf16=False, gradient_checkpointing=False)",
     )
     parser.add_argument("--out", help="write the measurements as JSON here")
     args = parser.parse_args()
@@ -221,9 +225,9 @@ def main() -> int:
     model = resolve_model(args.model)
     rows = build_rows(args.prompts, args.seed, load_tokenizer(model))
     sides = [side.strip() for side in args.trl.split(",") if side.strip()]
-    unknown = sorted(set(sides) - {"default", "float32"})
+    unknown = sorted(set(sides) - {"default", "float32", "float32-nockpt"})
     if unknown or not sides:
-        parser.error(f"--trl takes default and/or float32, got {args.trl!r}")
+        parser.error(f"--trl takes default, float32 and/or float32-nockpt, got {args.trl!r}")
     results = []
     for round_index in range(args.rounds):
         workdir = Path(tempfile.mkdtemp(prefix="bench_grpo_"))
