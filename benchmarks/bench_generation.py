@@ -58,8 +58,8 @@ TARGET_TOKENS_PER_S = 600.0
 
 
 def build_prompts(count: int, tokenizer) -> tuple[list[str], str]:
-    from tomrl.evaluation.benchmarks import BENCHMARKS, DataMissing, load_examples, messages_for, prefill_for
-    from tomrl.prompts import render_messages
+    from tomrl.evaluation.benchmarks import BENCHMARKS, DataMissing, load_examples
+    from tomrl.prompts import PromptConfig, render_prompt
 
     try:
         benchmark = BENCHMARKS["tomi"]
@@ -69,7 +69,8 @@ def build_prompts(count: int, tokenizer) -> tuple[list[str], str]:
         benchmark = BENCHMARKS["tomrl-hitom-order1"]
         examples = load_examples(benchmark, {}, count, 0)
         source = "tomrl-generated Hi-ToM order 1"
-    prompts = [render_messages(messages_for(benchmark, e, "paper_a"), tokenizer) + prefill_for("paper_a") for e in examples]
+    prompt = benchmark.prompt_for(PromptConfig("paper_a"))
+    prompts = [render_prompt(e, tokenizer, prompt) for e in examples]
     return prompts, source
 
 

@@ -42,11 +42,11 @@ def build_rows(n: int, seed: int, tokenizer) -> list[dict]:
     from tomrl.config import load_config
     from tomrl.generators.config import GenerateConfig
     from tomrl.generators.dataset import generate
-    from tomrl.prompts import render_prompt
+    from tomrl.prompts import PromptConfig, render_prompt
     from tomrl.training.run import dataset_row
 
     cfg = load_config(GenerateConfig, None, [f"n={n}", "orders=[0, 1, 2]", "lengths=[1]", "agents=3", "deception=[false]", f"seed={seed}"])
-    return [dataset_row(e, render_prompt(e, tokenizer, "paper_a", "<think>"), "<think>") for e in generate(cfg)]
+    return [dataset_row(e, render_prompt(e, tokenizer, PromptConfig("paper_a")), "<think>") for e in generate(cfg)]
 
 
 class Capture:

@@ -16,7 +16,6 @@ from tomrl.prompts import (
     PROMPT_STYLES,
     PromptConfig,
     build_messages,
-    default_prefill,
     render_prompt,
 )
 from tomrl.schema import Example
@@ -52,7 +51,7 @@ def test_paper_a_prompt_is_the_released_text(tokenizer, shared_data):
 
 
 def test_paper_a_prompt_shape(tokenizer):
-    text = render_prompt(_example(), tokenizer, "paper_a")
+    text = render_prompt(_example(), tokenizer, PromptConfig("paper_a"))
     assert text.startswith("<|im_start|>system\n" + PAPER_A_SYSTEM_PROMPT + "<|im_end|>\n")
     assert "Read the following story and answer the question. \nStory: 1 Anna entered" in text
     assert text.endswith("Question: Where is the apple really?\n<|im_end|>\n<|im_start|>assistant\n<think>")
@@ -61,10 +60,9 @@ def test_paper_a_prompt_shape(tokenizer):
 
 def test_prefill_is_configurable(tokenizer):
     example = _example()
-    assert render_prompt(example, tokenizer, "paper_a", prefill="").endswith("<|im_start|>assistant\n")
-    assert render_prompt(example, tokenizer, "cot").endswith("<|im_start|>assistant\n")
-    assert render_prompt(example, tokenizer, "cot", prefill="<think>").endswith("assistant\n<think>")
-    assert default_prefill("paper_a") == "<think>" and default_prefill("cot") == ""
+    assert render_prompt(example, tokenizer, PromptConfig("paper_a", prefill="")).endswith("<|im_start|>assistant\n")
+    assert render_prompt(example, tokenizer, PromptConfig("cot")).endswith("<|im_start|>assistant\n")
+    assert render_prompt(example, tokenizer, PromptConfig("cot", prefill="<think>")).endswith("assistant\n<think>")
     assert PromptConfig().resolved_prefill == "<think>"
     assert PromptConfig(style="cot").resolved_prefill == ""
     assert PromptConfig(style="cot", prefill="<think>").resolved_prefill == "<think>"
@@ -75,19 +73,19 @@ def test_prefill_is_configurable(tokenizer):
 def test_every_style_renders_with_the_real_tokenizer(tokenizer):
     example = _example(choices=["red_box", "blue_box", "green_drawer"])
     for style in PROMPT_STYLES:
-        text = render_prompt(example, tokenizer, style)
-        assert "Where is the apple really?" in text and "<answer>" in text
+        text = render_prompt(example, tokenizer, PromptConfig(style))
+        assert ("Where is the apple really?" in text or style == "gsm8k") and "Anna entered" in text and "<answer>" in text
         assert len(tokenizer(text)["input_ids"]) > 20
-    mc = render_prompt(example, tokenizer, "hitom_mc")
+    mc = render_prompt(example, tokenizer, PromptConfig("hitom_mc"))
     assert "Choices: A. red_box, B. blue_box, C. green_drawer" in mc
     assert "Note: You should assume the following. (1)" in mc and "(4) Agents in private communications" in mc
-    assert "Choices:" not in render_prompt(example, tokenizer, "hitom_open")
+    assert "Choices:" not in render_prompt(example, tokenizer, PromptConfig("hitom_open"))
 
 
 def test_messages_per_style():
     example = _example(choices=["red_box"])
     assert [m["role"] for m in build_messages(example, "paper_a")] == ["system", "user"]
-    for style in ("cot", "hitom_mc", "hitom_open"):
+    for style in ("cot", "hitom_mc", "hitom_open", "gsm8k"):
         assert [m["role"] for m in build_messages(example, style)] == ["user"]
     with pytest.raises(ValueError, match="needs choices"):
         build_messages(_example(), "hitom_mc")
@@ -103,7 +101,7 @@ def test_template_without_system_role(tokenizer):
         "{% endif %}<start_of_turn>{{ message['role'] }}\n{{ message['content'] }}<end_of_turn>\n{% endfor %}"
         "{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}"
     )
-    text = render_prompt(_example(), strict, "paper_a")
+    text = render_prompt(_example(), strict, PromptConfig("paper_a"))
     assert text.startswith("<start_of_turn>user\nYou are a helpful assistant.")
     assert "interactions.\n\nRead the following story" in text
     assert text.endswith("<start_of_turn>model\n<think>")
@@ -112,5 +110,24 @@ def test_template_without_system_role(tokenizer):
 def test_tokenizer_without_chat_template(tokenizer):
     bare = tokenizer.__class__.from_pretrained(str(embedded_tokenizer_dir()))
     bare.chat_template = None
-    text = render_prompt(_example(), bare, "paper_a")
+    text = render_prompt(_example(), bare, PromptConfig("paper_a"))
     assert text.startswith("You are a helpful assistant.") and text.endswith("Question: Where is the apple really?\n\n<think>")
+
+
+@pytest.mark.parametrize("config_class", ["tomrl.training.config:TrainConfig", "tomrl.evaluation.config:EvalConfig"])
+def test_training_and_evaluation_configs_embed_the_prompt(config_class):
+    import importlib
+
+    from tomrl.config import ConfigError, load_config
+
+    module, name = config_class.split(":")
+    cls = getattr(importlib.import_module(module), name)
+    cfg = load_config(cls, None, ["prompt.style=cot", "prompt.prefill=<think>"])
+    assert cfg.prompt == PromptConfig("cot", "<think>") and cfg.prompt.resolved_prefill == "<think>"
+    # The keys of before the prompt: block fail, naming their new place.
+    with pytest.raises(ConfigError, match=r"unknown key 'prompt_style' .*did you mean 'prompt.style'"):
+        load_config(cls, None, ["prompt_style=cot"])
+    with pytest.raises(ConfigError, match=r"unknown key 'prefill' .*did you mean 'prompt.prefill'"):
+        load_config(cls, None, ["prefill=''"])
+    with pytest.raises(ConfigError, match="prompt.style"):
+        load_config(cls, None, ["prompt.style=fancy"])

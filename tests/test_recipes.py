@@ -8,7 +8,7 @@ import pytest
 
 from tomrl.config import ConfigError
 from tomrl.loaders.base import story_key
-from tomrl.recipes import RECIPES_DIR, build, build_recipe, load_recipe, recipe_names, write_recipe
+from tomrl.loaders.recipes import RECIPES_DIR, build, build_recipe, load_recipe, recipe_names, write_recipe
 from tomrl.schema import read_examples
 
 PAPER_B = ["paper-b-hitom", "paper-b-fantom", "paper-b-exploretom", "paper-b-hitom-fantom", "paper-b-hitom-exploretom",
@@ -89,7 +89,6 @@ def test_evaluation_only_data_is_refused_for_training(tmp_path):
 
 
 def test_validation_share_holds_whole_stories_out_of_training(tmp_path):
-    pytest.importorskip("tomrl.generators", reason="the recipe uses tomrl's generator")
     path = tmp_path / "dev.yaml"
     path.write_text("name: dev\ncomponents:\n  - name: gen\n    generate: {benchmark: hitom, n: 40, stories: 20, seed: 3}\n"
                     "    split: train\n    validation_share: 0.1\n")
@@ -135,7 +134,6 @@ def test_shipped_recipe_files_are_where_the_loader_looks():
 
 
 def test_tomrl_clean_has_no_shared_story(shared_data):
-    pytest.importorskip("tomrl.generators", reason="tomrl-clean needs tomrl's generator")
     splits = build_recipe("tomrl-clean")  # the build itself fails on any story shared between splits
     generated = [e for e in splits["train"] if e.meta["recipe_component"] == "hitom-train"]
     assert len(generated) == 2000 and {e.order for e in generated} == {0, 1, 2, 3}  # order 4 held out
@@ -188,7 +186,6 @@ components:
 
 def test_write_recipe_replaces_only_recipe_folders(tmp_path):
     """--out is replaced as a whole, so a folder of other things (or a file) is refused and left untouched."""
-    pytest.importorskip("tomrl.generators", reason="the recipe uses tomrl's generator")
     recipe = tmp_path / "gen.yaml"
     recipe.write_text(GENERATED_RECIPE)
     mine = tmp_path / "mine"

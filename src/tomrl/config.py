@@ -79,7 +79,7 @@ def _check_unknown_keys(cls: type, data: dict, source: str, prefix: str = "") ->
     types = _field_types(cls)
     for key, value in data.items():
         if key not in known:
-            suggestion = _closest(key, known)
+            suggestion = getattr(cls, "moved_keys", {}).get(key) or _closest(key, known)  # moved_keys: old key -> its new place
             hint = f" (did you mean '{prefix}{suggestion}'?)" if suggestion else ""
             raise ConfigError(f"{source}: unknown key '{prefix}{key}' for {cls.__name__}{hint}")
         sub = _nested_dataclass(types[key])
@@ -279,7 +279,7 @@ CONFIG_KINDS: dict[str, str] = {
     "accelerate": "tomrl.training.accelerate_config:AccelerateConfig",
     "eval": "tomrl.evaluation.config:EvalConfig",
     "generate": "tomrl.generators.config:GenerateConfig",
-    "recipes": "tomrl.recipes:Recipe",
+    "recipes": "tomrl.loaders.recipes:Recipe",
     "demo": "tomrl.demo:DemoConfig",
 }
 

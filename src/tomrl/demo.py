@@ -164,7 +164,7 @@ def _run(cfg: DemoConfig) -> int:
     # 4-6. Evaluation of the base model, training, evaluation of the warm-started and RL models.
     files = [str(out / "eval_sets" / f"{s.name}.jsonl") for s in eval_sets]
     stage(4, "evaluate the base model")
-    _evaluate(cfg, cfg.model, files, out / "eval" / "base", console)
+    _evaluate(cfg, train_cfg.prompt, cfg.model, files, out / "eval" / "base", console)
     stage(5, "train")
     summary = _train(train_cfg, train_dir, console)
     stage(6, "evaluate the warm-started and the RL model")
@@ -172,9 +172,9 @@ def _run(cfg: DemoConfig) -> int:
 
     folders = {"base": out / "eval" / "base"}
     if (train_dir / WARM_START / "model").exists():
-        _evaluate(cfg, str(train_dir / WARM_START / "model"), files, out / "eval" / "warm_start", console)
+        _evaluate(cfg, train_cfg.prompt, str(train_dir / WARM_START / "model"), files, out / "eval" / "warm_start", console)
         folders["warm start"] = out / "eval" / "warm_start"
-    _evaluate(cfg, str(train_dir / "final"), files, out / "eval" / "rl", console)
+    _evaluate(cfg, train_cfg.prompt, str(train_dir / "final"), files, out / "eval" / "rl", console)
     folders["RL"] = out / "eval" / "rl"
 
     # 7. The comparison and the report.
@@ -295,7 +295,7 @@ def available_benchmarks(names: list[str], console) -> list[str]:
     return available
 
 
-def _evaluate(cfg: DemoConfig, model: str, files: list[str], out: Path, console) -> Path:
+def _evaluate(cfg: DemoConfig, prompt, model: str, files: list[str], out: Path, console) -> Path:
     from tomrl.evaluation.config import EvalConfig
     from tomrl.evaluation.runner import run_eval
 
@@ -308,6 +308,7 @@ def _evaluate(cfg: DemoConfig, model: str, files: list[str], out: Path, console)
         max_new_tokens=cfg.eval_max_new_tokens,
         stop_at_answer=cfg.eval_stop_at_answer,
         seed=cfg.seed,
+        prompt=prompt,  # the training's
     )
     run_eval(eval_cfg, log=console.print)
     return out

@@ -2,9 +2,11 @@
 
 Whole files are written to a temporary file in the same folder and moved into place with
 ``os.replace``, so a reader (or a resumed run) sees either the old file or the new one, never
-half of one. Append-only logs (``samples.jsonl``, ``metrics.jsonl``) are written a line at a
-time and flushed; :func:`read_jsonl` tolerates a torn last line only where the caller says so
-(``allow_torn_tail=True``), which is how resumption drops the line a crash cut in half.
+half of one; whole folders (checkpoints, ``best/``, a recipe's output) are written as
+``NAME.partial`` and renamed the same way (:func:`write_folder_atomically`). Append-only logs
+(``samples.jsonl``, ``metrics.jsonl``) are written a line at a time and flushed; :func:`iter_jsonl`
+tolerates a torn last line only where the caller says so (``allow_torn_tail=True``), which is how
+resumption drops the line a crash cut in half.
 """
 
 from __future__ import annotations
@@ -14,10 +16,11 @@ import errno
 import json
 import os
 import re
+import shutil
 import stat
 import tempfile
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 # Read once at import: reading the umask means setting it, which is not safe while other threads
 # create files.
@@ -157,6 +160,69 @@ def atomic_open(path: str | Path, mode: str = "w", encoding: str | None = "utf-8
 def atomic_write_text(path: str | Path, text: str) -> None:
     with atomic_open(path) as handle:
         handle.write(text)
+
+
+PARTIAL_SUFFIX = ".partial"  # a folder being written, never read as data
+RETIRED_SUFFIX = ".old" + PARTIAL_SUFFIX  # the folder being replaced, between the two renames of a publish
+
+
+def write_folder_atomically(target: str | Path, write: Callable[[Path], None]) -> Path:
+    """Call ``write(staging)`` on an empty ``TARGET.partial``, then publish it as ``target`` (all or nothing)."""
+    target = Path(target)
+    staging = target.with_name(target.name + PARTIAL_SUFFIX)
+    shutil.rmtree(staging, ignore_errors=True)  # left by a crashed earlier write
+    staging.mkdir(parents=True)
+    try:
+        write(staging)
+        publish_folder(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return target
+
+
+def publish_folder(staging: Path, target: Path) -> None:
+    """Move the fully written folder ``staging`` to ``target``, replacing an earlier ``target`` whole.
+
+    Two renames (``target`` to ``TARGET.old.partial``, ``staging`` to ``target``), so a reader sees the
+    old folder or the new one, never a mix; :func:`recover_interrupted_publish` undoes a crash between them.
+    """
+    for path in staging.rglob("*"):  # the contents reach the disk before the rename makes them visible
+        if path.is_file():
+            _fsync(path)
+    retired = target.with_name(target.name + RETIRED_SUFFIX)
+    shutil.rmtree(retired, ignore_errors=True)  # a stale copy from an earlier crash
+    if target.exists():
+        os.replace(target, retired)
+        try:
+            os.replace(staging, target)
+        except BaseException:
+            os.replace(retired, target)
+            raise
+        shutil.rmtree(retired, ignore_errors=True)
+    else:
+        os.replace(staging, target)
+    with contextlib.suppress(OSError):  # make the renames durable; some file systems cannot sync a folder
+        _fsync(target.parent)
+
+
+def recover_interrupted_publish(target: str | Path) -> None:
+    """Clean up what a crashed :func:`write_folder_atomically` left beside ``target``: ``TARGET.partial``
+    goes, and ``TARGET.old.partial`` is put back when ``target`` is missing (a crash between the renames)."""
+    target = Path(target)
+    shutil.rmtree(target.with_name(target.name + PARTIAL_SUFFIX), ignore_errors=True)
+    retired = target.with_name(target.name + RETIRED_SUFFIX)
+    if retired.is_dir() and not target.exists():
+        os.replace(retired, target)
+    shutil.rmtree(retired, ignore_errors=True)
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 # Credentials that must never reach a file: the user:password part of a URL, and strings shaped

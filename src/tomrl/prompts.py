@@ -1,10 +1,10 @@
 """Prompt builders: turn an :class:`~tomrl.schema.Example` into chat messages and into the exact
 text a model sees, rendered with the model's own chat template.
 
-    from tomrl.prompts import build_messages, render_prompt
-    messages = build_messages(example, "paper_a")             # [{"role": "system", …}, {"role": "user", …}]
-    text = render_prompt(example, tokenizer, "paper_a")       # chat template + "<think>" prefill
-    text = render_prompt(example, tokenizer, "cot")           # plain chain-of-thought baseline, no prefill
+    from tomrl.prompts import PromptConfig, build_messages, render_prompt
+    messages = build_messages(example, "paper_a")                   # [{"role": "system", …}, {"role": "user", …}]
+    text = render_prompt(example, tokenizer)                        # chat template + "<think>" prefill
+    text = render_prompt(example, tokenizer, PromptConfig("cot"))   # plain chain-of-thought baseline, no prefill
 
 Styles
 ------
@@ -29,11 +29,14 @@ Styles
     for "the answer first, and then explain it"; tomrl asks for the reasoning first and the
     chosen container's name (not its letter) last in ``<answer>`` tags, so that the same
     extractor and the strict format apply.
+``gsm8k``
+    A math side check: the problem, then the final number inside ``<answer>`` tags; no prefill.
 
 The prefill is the text the assistant turn starts with; it is appended after the chat
 template's generation prompt, and the model's *completion* is what it generates after it.
 Rewards must know it (``make_reward(name, prefill=...)``): Paper A's format rule counts the
-prefilled ``<think>``. Default: ``"<think>"`` for ``paper_a``, ``""`` for the others.
+prefilled ``<think>``. :class:`PromptConfig` (the ``prompt:`` block of training and evaluation
+configs) names style and prefill; ``resolved_prefill`` gives the style's default for a missing one.
 
 Templates without a system role (Gemma's raises "System role not supported") get the system
 text at the top of the user turn instead; tokenizers without any chat template get a plain
@@ -49,9 +52,9 @@ from typing import Any, Literal, get_args
 from tomrl.config import setting
 from tomrl.schema import Example
 
-PromptStyle = Literal["paper_a", "cot", "hitom_mc", "hitom_open"]
+PromptStyle = Literal["paper_a", "cot", "hitom_mc", "hitom_open", "gsm8k"]
 PROMPT_STYLES: tuple[str, ...] = get_args(PromptStyle)
-DEFAULT_PREFILLS: dict[str, str] = {"paper_a": "<think>", "cot": "", "hitom_mc": "", "hitom_open": ""}
+DEFAULT_PREFILLS: dict[str, str] = {"paper_a": "<think>"}  # every other style: no prefill
 
 logger = logging.getLogger(__name__)
 
@@ -96,28 +99,26 @@ HITOM_OPEN_INSTRUCTION = (
     "Read the following story and answer the question. Think step-by-step, then give the answer: the name of "
     "the container (for example green_drawer) inside <answer> </answer> tags."
 )
+GSM8K_USER_TEMPLATE = (
+    "Solve the following math problem. Think step by step, then give only the final number inside "
+    "<answer> </answer> tags.\nProblem: {problem}\n"
+)
 
 
 @dataclass(frozen=True)
 class PromptConfig:
     """How examples become prompts (embedded in training and evaluation configs)."""
 
-    style: PromptStyle = setting("paper_a", help="prompt style: paper_a (Paper A's hint prompt, <think> prefill), cot (plain chain-of-thought baseline), hitom_mc, hitom_open")
+    style: PromptStyle = setting("paper_a", help="prompt style: paper_a (Paper A's hint prompt, <think> prefill), cot (plain chain-of-thought baseline), hitom_mc, hitom_open, gsm8k")
     prefill: str | None = setting(None, help="text the assistant turn starts with; null = the style's default ('<think>' for paper_a, '' otherwise)")
 
     def __post_init__(self) -> None:
-        if self.style not in PROMPT_STYLES:
-            raise ValueError(f"style: {self.style!r} is not one of {', '.join(PROMPT_STYLES)}")
+        _check_style(self.style)
 
     @property
     def resolved_prefill(self) -> str:
-        return default_prefill(self.style) if self.prefill is None else self.prefill
-
-
-def default_prefill(style: PromptStyle) -> str:
-    """The prefill a style uses unless told otherwise."""
-    _check_style(style)
-    return DEFAULT_PREFILLS[style]
+        """The prefill the prompt ends with: the one place a missing prefill becomes the style's default."""
+        return DEFAULT_PREFILLS.get(self.style, "") if self.prefill is None else self.prefill
 
 
 def _check_style(style: str) -> None:
@@ -141,6 +142,8 @@ def build_messages(example: Example, style: PromptStyle = "paper_a") -> list[dic
         user = PAPER_A_USER_TEMPLATE.format(story=example.story, question=example.question)
         return [{"role": "system", "content": PAPER_A_SYSTEM_PROMPT}, {"role": "user", "content": user}]
     story, question = example.story.strip("\n"), example.question.strip()
+    if style == "gsm8k":
+        return [{"role": "user", "content": GSM8K_USER_TEMPLATE.format(problem=example.story)}]
     if style == "cot":
         return [{"role": "user", "content": COT_USER_TEMPLATE.format(story=story, question=question)}]
     if style == "hitom_mc":
@@ -152,13 +155,9 @@ def build_messages(example: Example, style: PromptStyle = "paper_a") -> list[dic
     return [{"role": "user", "content": body}]
 
 
-def render_prompt(example: Example, tokenizer: Any, style: PromptStyle = "paper_a", prefill: str | None = None) -> str:
-    """The full prompt text: the model's chat template (generation prompt added) + the prefill.
-
-    ``prefill=None`` takes the style's default (``"<think>"`` for paper_a, ``""`` otherwise).
-    """
-    prefill = default_prefill(style) if prefill is None else prefill
-    return render_messages(build_messages(example, style), tokenizer) + prefill
+def render_prompt(example: Example, tokenizer: Any, prompt: PromptConfig = PromptConfig()) -> str:
+    """The full prompt text: the model's chat template (generation prompt added) + the prefill."""
+    return render_messages(build_messages(example, prompt.style), tokenizer) + prompt.resolved_prefill
 
 
 def render_messages(messages: list[dict[str, str]], tokenizer: Any) -> str:

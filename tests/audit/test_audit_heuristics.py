@@ -14,7 +14,9 @@ from tomrl.audit.heuristics import (
     random_expected_hit,
     read_question,
 )
+from tomrl.loaders.registry import load
 from tomrl.schema import Example
+from tomrl.world.parsers import parse_hitom_story
 
 # Hi-ToM style: Ben leaves before Anna moves the apple; Cara moves it again after Anna left;
 # a private tell and a public claim mention other containers; a distractor names a container.
@@ -135,13 +137,10 @@ def test_answer_matching_is_exact_after_normalisation():
 
 
 def test_parser_agrees_with_the_world_model_on_hitom(shared_data):
-    parsers = pytest.importorskip("tomrl.world.parsers")
-    from tomrl.loaders.registry import load
-
     for example in load("hitom", oracle=False)[::7]:
         ours = [(e.kind, e.thing, e.location) for e in parse_story(example.story).events if e.kind in ("place", "move")]
         theirs = []
-        for event in parsers.parse_hitom_story(example.story):
+        for event in parse_hitom_story(example.story):
             kind = type(event).__name__
             if kind == "ObjectLocation":
                 theirs.append(("place", event.obj, event.container))

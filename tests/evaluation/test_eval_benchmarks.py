@@ -1,4 +1,4 @@
-"""Benchmark declarations: every one resolves to a loader, prompt style and schemes; selection."""
+"""Benchmark declarations: every one resolves to a loader, prompt and schemes; the registry; selection."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ from collections import Counter
 import pytest
 
 from tomrl.config import ConfigError
-from tomrl.evaluation.benchmarks import BENCHMARKS, PAPER_SUITE, SUITES, load_examples, messages_for, prefill_for, resolve, select
+from tomrl.evaluation.benchmarks import BENCHMARKS, PAPER_SUITE, SUITES, Benchmark, load_examples, register_benchmark, resolve, select
+from tomrl.evaluation.results import METRICS
 from tomrl.loaders.registry import LOADERS
-from tomrl.prompts import PROMPT_STYLES
+from tomrl.prompts import PromptConfig
 from tomrl.rewards.answer import SCHEMES
 from tomrl.schema import Example
 
@@ -19,8 +20,8 @@ def test_declaration_is_complete(name):
     bench = BENCHMARKS[name]
     assert bench.name == name and bench.title and bench.version and bench.description
     assert bench.loader in LOADERS or bench.loader in ("tomrl-generate", "gsm8k-jsonl")
-    assert bench.prompt_style in PROMPT_STYLES or bench.prompt_style == "gsm8k"
-    assert set(bench.schemes) <= set(SCHEMES) and bench.metric == "accuracy"
+    assert bench.prompt_for(None) == (PromptConfig("gsm8k") if name == "gsm8k" else PromptConfig("paper_a"))
+    assert set(bench.schemes) <= set(SCHEMES) and bench.metric in METRICS
     if bench.loader in LOADERS:
         assert set(bench.loader_options) <= set(LOADERS[bench.loader].options)
 
@@ -60,11 +61,11 @@ def test_paper_prompt_is_the_released_one(shared_data):
     from transformers import AutoTokenizer
 
     from tomrl.models import embedded_tokenizer_dir
-    from tomrl.prompts import render_messages
+    from tomrl.prompts import render_prompt
 
     tokenizer = AutoTokenizer.from_pretrained(str(embedded_tokenizer_dir()))
     example = load_examples(BENCHMARKS["tomi"], {}, 10, 1)[0]
-    text = render_messages(messages_for(BENCHMARKS["tomi"], example, "paper_a"), tokenizer) + prefill_for("paper_a")
+    text = render_prompt(example, tokenizer, BENCHMARKS["tomi"].prompt_for(None))
     assert text == example.meta["release_prompt"]
 
 
@@ -120,3 +121,20 @@ def test_a_jsonl_file_is_a_benchmark_named_after_it(tmp_path):
     assert resolve([str(path)])[0][0].version != first_version  # other content: a run folder will not mix them
     with pytest.raises(ConfigError, match="not found"):
         resolve([str(tmp_path / "missing.jsonl")])
+
+
+def test_registry_refuses_a_taken_name_and_unknown_schemes(monkeypatch):
+    monkeypatch.setattr("tomrl.evaluation.benchmarks.BENCHMARKS", dict(BENCHMARKS))
+    with pytest.raises(ValueError, match="already registered"):
+        register_benchmark(Benchmark(name="tomi", title="t", version="1", loader="tomi"))
+    with pytest.raises(ValueError, match="already registered"):
+        register_benchmark(Benchmark(name="paper", title="t", version="1", loader="tomi"))  # a suite's name
+    with pytest.raises(ValueError, match="schemes must be some of"):
+        Benchmark(name="x", title="x", version="1", loader="tomi", schemes=("lenient",))  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="metric one of"):
+        Benchmark(name="x", title="x", version="1", loader="tomi", metric="f1")
+
+
+def test_the_run_prompt_applies_unless_a_benchmark_fixes_its_own():
+    cot = PromptConfig("cot")
+    assert BENCHMARKS["tomi"].prompt_for(cot) == cot and BENCHMARKS["gsm8k"].prompt_for(cot) == PromptConfig("gsm8k")

@@ -46,7 +46,6 @@ def test_both_prompting_styles_share_stories(shared_data):
 
 
 def test_oracle_disputes_the_documented_rows(hitom):
-    pytest.importorskip("tomrl.world.parsers")
     disputed = sorted(e.meta["sample_id"] for e in hitom if e.meta["oracle_disputes"])
     assert disputed == DISPUTED
     dropped = load("hitom", drop_disputed=True)

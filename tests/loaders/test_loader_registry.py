@@ -8,8 +8,8 @@ import pytest
 
 from tomrl.cli import main
 from tomrl.config import ConfigError
-from tomrl.loaders.registry import LOADERS, cards_markdown, load
-from tomrl.schema import read_examples
+from tomrl.loaders.registry import LOADERS, cards_markdown, is_evaluation_only, load, refuse_evaluation_only
+from tomrl.schema import Example, read_examples
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "datasets.md"
 EXPECTED = {"hitom", "tomi", "exploretom", "opentom", "fantom", "tomrl-paper-train", "tomrl-paper-hitom600", "tomrl-paper-hitom4",
@@ -24,6 +24,16 @@ def test_every_documented_loader_is_registered_with_a_full_card():
         if name != "jsonl":  # the generic loader of the user's own file has no upstream to document
             assert card.paper and card.files and (card.counts or card.how_to_obtain), name
     assert [n for n, loader in LOADERS.items() if loader.card.evaluation_only] == ["opentom"]
+
+
+def test_evaluation_only_is_one_rule_on_the_row_or_its_source():
+    row = Example("a", "hitom", "test", "Al entered the den.", "Where is Al?", "den", 0, "q", None, 1, "s")
+    marked, from_opentom = row.replace(meta={"evaluation_only": True}), row.replace(source="opentom")
+    assert [is_evaluation_only(e) for e in (row, marked, from_opentom)] == [False, True, True]
+    assert not is_evaluation_only(row.replace(source="my-opentom-notes"))  # a name, not a substring
+    refuse_evaluation_only([row], "training")
+    with pytest.raises(ConfigError, match="'a' \\(opentom\\) is evaluation-only.*cannot go into training"):
+        refuse_evaluation_only([row, from_opentom], "training")
 
 
 def test_unknown_names_and_options_are_errors():

@@ -36,7 +36,6 @@ def test_order_mapping(tomi_test):
 
 
 def test_second_order_label_noise_is_flagged(tomi_test):
-    pytest.importorskip("tomrl.world.parsers")
     disputed = [e for e in tomi_test if e.meta["oracle_disputes"]]
     assert len(disputed) == 464
     assert all(e.order == 2 and e.question_type.endswith("no_tom") for e in disputed)

@@ -85,7 +85,7 @@ def test_bad_yaml_file_names_the_file_and_key(tmp_path, cls, overrides, expected
 
 
 def test_recipe_unknown_key_and_impossible_value(tmp_path):
-    from tomrl.recipes import load_recipe
+    from tomrl.loaders.recipes import load_recipe
 
     path = tmp_path / "r.yaml"
     path.write_text("name: r\npaper: tomrl\ndescription: d\nseed: 0\ncomponents:\n  - name: a\n    loader: hitom\n    split: test\n    cuont: 5\n")

@@ -109,7 +109,7 @@ FOLDER_WRITER = textwrap.dedent(
     import json, sys
     import torch
     from safetensors.torch import save_file
-    from tomrl.training.checkpoints import write_folder_atomically
+    from tomrl.io import write_folder_atomically
     target = sys.argv[1]
     version = 0
     def write(folder):
@@ -154,7 +154,7 @@ PUBLISH_CRASH = textwrap.dedent(
     """
     import os, shutil, sys
     from pathlib import Path
-    from tomrl.training.checkpoints import write_folder_atomically
+    from tomrl.io import write_folder_atomically
     target, crash_after = Path(sys.argv[1]), int(sys.argv[2])
     write_folder_atomically(target, lambda f: (f / "state.json").write_text('{"version": 1}'))
     calls = 0
@@ -293,7 +293,7 @@ def test_recipe_rerun_over_an_old_folder_cut_at_each_rename(tmp_path, renames):
     """Re-running a recipe into an older recipe folder, cut after a rename: the folder is the old or the
     new version, complete, and once a run finishes no stale test file of the old version is left."""
     from tomrl.config import ConfigError
-    from tomrl.recipes import write_recipe
+    from tomrl.loaders.recipes import write_recipe
 
     (tmp_path / "old.yaml").write_text(OLD_RECIPE)
     (tmp_path / "tiny.yaml").write_text(TINY_RECIPE)

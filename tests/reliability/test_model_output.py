@@ -19,7 +19,7 @@ import time
 import pytest
 
 from tomrl.rewards.answer import SCHEMES, check_answer
-from tomrl.rewards.functions import REWARD_NAMES, make_reward
+from tomrl.rewards.functions import REWARDS, make_reward
 
 GOLD = "green_drawer"
 TAGS = ["<think>", "</think>", "<answer>", "</answer>"]
@@ -101,7 +101,7 @@ def _timed(call):
 
 
 @pytest.mark.parametrize("prefill", ["<think>", ""])
-@pytest.mark.parametrize("reward_name", REWARD_NAMES)
+@pytest.mark.parametrize("reward_name", list(REWARDS))
 def test_every_reward_scores_every_nasty_completion(reward_name, prefill, repetition_cases, story):
     reward = make_reward(reward_name, prefill=prefill)
     columns = {"answer": story.answer, "story": story.story, "source": story.source, "meta": story.meta}
@@ -118,7 +118,7 @@ def test_every_reward_scores_every_nasty_completion(reward_name, prefill, repeti
         json.dumps(result.to_dict())  # loggable as it is
 
 
-@pytest.mark.parametrize("reward_name", REWARD_NAMES)
+@pytest.mark.parametrize("reward_name", list(REWARDS))
 def test_trl_call_returns_one_finite_score_per_completion(reward_name, repetition_cases, story):
     """TRL calls rewards with a batch and its dataset columns; a batch of only bad outputs still scores."""
     completions = list(_all_cases(repetition_cases).values())
@@ -181,7 +181,7 @@ def test_reward_score_command_on_every_nasty_completion(tmp_path, repetition_cas
     path = tmp_path / "completions.jsonl"
     # ensure_ascii: lone surrogates travel as JSON escapes, the way a JSON writer stores them.
     path.write_text("".join(json.dumps(r, ensure_ascii=True) + "\n" for r in rows), encoding="utf-8")
-    for reward in REWARD_NAMES:
+    for reward in REWARDS:
         out = tmp_path / f"{reward}.jsonl"
         assert main(["reward", "score", "--reward", reward, "--input", str(path), "--out", str(out)]) == 0, capsys.readouterr().err
         scored = [json.loads(line) for line in out.read_text().splitlines()]

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import pytest
 
 from tomrl.rewards.answer import check_answer
-from tomrl.rewards.functions import REWARDS, make_reward
+from tomrl.rewards.functions import make_reward
 
 T, F = True, False
 OK = (3.0, T, T)  # strict/paper: well formed and right
@@ -125,7 +125,7 @@ def test_trl_call_agrees_with_the_casebook(case: Case):
     dataset column) give the same scores."""
     completions = [case.completion, [{"role": "assistant", "content": case.completion}]]
     for name in ("strict", "paper", "paper_b"):
-        scores = REWARDS[name](prompts=["p", "p"], completions=completions, answer=[case.gold] * 2, prefill=[case.prefill] * 2)
+        scores = make_reward(name)(prompts=["p", "p"], completions=completions, answer=[case.gold] * 2, prefill=[case.prefill] * 2)
         assert scores == pytest.approx([getattr(case, name)[0]] * 2)
 
 

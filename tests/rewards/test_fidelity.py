@@ -9,16 +9,16 @@ import statistics
 
 import pytest
 
+from tomrl.config import ConfigError
 from tomrl.generators import generate
 from tomrl.generators.config import GenerateConfig
 from tomrl.rewards.fidelity import (
-    FidelityReward,
     check_reasoning,
     reasoning_text,
     world_from_events,
     world_from_story,
 )
-from tomrl.rewards.functions import REWARDS, make_reward
+from tomrl.rewards.functions import make_reward
 from tomrl.world.world import Enter, Exit, Move, ObjectLocation
 
 # Sally-Anne: Ben leaves before Anna moves the apple. By hand: reality red_box then blue_box;
@@ -120,7 +120,7 @@ def test_world_from_events_matches_the_story_text():
 
 
 def test_reward_columns_and_not_applicable_rows():
-    reward = REWARDS["fidelity"]
+    reward = make_reward("fidelity")
     completions = ["Ben thinks the apple is in the red_box.</think><answer>red_box</answer>"] * 3
     scores = reward(
         None,
@@ -135,8 +135,12 @@ def test_reward_columns_and_not_applicable_rows():
     assert details[0].components["checkable"] == 1 and details[0].correct
     with pytest.raises(ValueError, match="needs the dataset column 'story'"):
         reward(None, completions, source=["hitom"] * 3)
-    with pytest.raises(ValueError, match="timing"):
-        FidelityReward(timing="sometimes")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="timing"):
+        make_reward("fidelity", timing="sometimes")
+    with pytest.raises(ConfigError, match="key 'contradiction_penalty': Input should be greater than or equal to 0"):
+        make_reward("fidelity", contradiction_penalty=-1.0)
+    with pytest.raises(ConfigError, match="unknown key 'timng'"):
+        make_reward("fidelity", timng="final")
 
 
 # ----------------------------------------------------------------------------- generated stories

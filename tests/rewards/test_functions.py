@@ -8,22 +8,24 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tomrl.rewards.functions import REWARD_NAMES, REWARDS, RewardResult, make_reward, score_one
+from tomrl.rewards.functions import REWARDS, RewardResult, make_reward, register_reward, score_one
 
 GOOD = "Ben left before the move.</think><answer>red_box</answer>"
 HEDGE = "r</think><answer>blue_box or red_box</answer>"
 
 
 def test_registry_names():
-    assert set(REWARDS) == {"strict", "paper", "paper_b", "fidelity"} == set(REWARD_NAMES)
-    for name, reward in REWARDS.items():
-        assert reward.__name__ == name  # TRL labels its reward columns by __name__
+    assert list(REWARDS) == ["strict", "paper", "paper_b", "fidelity"]
+    for name in REWARDS:
+        assert make_reward(name).__name__ == name  # TRL labels its reward columns by __name__
+    with pytest.raises(ValueError, match="already registered"):
+        register_reward("strict", REWARDS["strict"].make, help="a second strict")
 
 
 def test_trl_signature_with_every_column_trl_passes():
     extra_logs: dict[str, list] = {}
     metrics: dict[str, list] = {}
-    scores = REWARDS["strict"](
+    scores = make_reward("strict")(
         prompts=["p1", "p2"],
         completions=[GOOD, HEDGE],
         completion_ids=[[1, 2], [3]],
@@ -44,11 +46,11 @@ def test_trl_signature_with_every_column_trl_passes():
 
 def test_conversational_completions():
     completions = [[{"role": "assistant", "content": GOOD}], [{"role": "assistant", "content": None}]]
-    assert REWARDS["paper"](prompts=None, completions=completions, answer=["red_box", "red_box"]) == [3.0, -3.0]
+    assert make_reward("paper")(prompts=None, completions=completions, answer=["red_box", "red_box"]) == [3.0, -3.0]
 
 
 def test_details_carry_components_and_reasons():
-    [result] = REWARDS["paper_b"].details(None, [HEDGE], answer=["red_box"])
+    [result] = make_reward("paper_b").details(None, [HEDGE], answer=["red_box"])
     assert isinstance(result, RewardResult)
     assert result.components == {"format": 0.1, "correctness": 0.0}
     assert result.extracted == "blue_box or red_box" and result.format_ok and not result.correct
@@ -59,33 +61,33 @@ def test_details_carry_components_and_reasons():
 def test_prefill_from_factory_and_from_a_column():
     cot = "Ben left. <answer>red_box</answer>"
     assert make_reward("strict", prefill="")(None, [cot], answer=["red_box"]) == [3.0]
-    assert REWARDS["strict"](None, [cot], answer=["red_box"]) == [-3.0]  # "<think>" prefill: </think> missing
-    assert REWARDS["strict"](None, [cot, cot], answer=["red_box"] * 2, prefill=["", "<think>"]) == [3.0, -3.0]
+    assert make_reward("strict")(None, [cot], answer=["red_box"]) == [-3.0]  # "<think>" prefill: </think> missing
+    assert make_reward("strict")(None, [cot, cot], answer=["red_box"] * 2, prefill=["", "<think>"]) == [3.0, -3.0]
 
 
 def test_missing_answer_column_is_a_clear_error():
     with pytest.raises(ValueError, match="needs the dataset column 'answer'"):
-        REWARDS["strict"](prompts=["p"], completions=[GOOD])
+        make_reward("strict")(prompts=["p"], completions=[GOOD])
     with pytest.raises(ValueError, match="2 values for 1 completions"):
-        REWARDS["strict"](prompts=["p"], completions=[GOOD], answer=["a", "b"])
+        make_reward("strict")(prompts=["p"], completions=[GOOD], answer=["a", "b"])
 
 
 def test_score_one_and_unknown_names():
     assert score_one("paper", "r</think><answer>toolbox</answer>", "box").score == 3.0
     assert score_one("strict", "r</think><answer>toolbox</answer>", "box").score == -1.0
-    with pytest.raises(KeyError, match="unknown reward"):
+    with pytest.raises(ValueError, match="unknown reward 'lenient'; known: strict, paper, paper_b, fidelity"):
         score_one("lenient", GOOD, "red_box")
-    with pytest.raises(KeyError, match="unknown reward"):
+    with pytest.raises(ValueError, match="unknown reward"):
         make_reward("lenient")
     with pytest.raises(TypeError, match="takes no options"):
         make_reward("strict", timing="final")
 
 
 def test_rewards_pickle():
-    for name in REWARD_NAMES:
+    for name in REWARDS:
         copy = pickle.loads(pickle.dumps(make_reward(name, prefill="")))
         assert copy.__name__ == name and copy.prefill == ""
-    assert pickle.loads(pickle.dumps(REWARDS["strict"]))(None, [GOOD], answer=["red_box"]) == [3.0]
+    assert pickle.loads(pickle.dumps(make_reward("strict")))(None, [GOOD], answer=["red_box"]) == [3.0]
 
 
 STORY = "1 Anna and Ben entered the kitchen.\n2 The apple is in the red_box.\n3 Ben exited the kitchen.\n4 Anna moved the apple to the blue_box.\n"
@@ -100,6 +102,6 @@ STORY = "1 Anna and Ben entered the kitchen.\n2 The apple is in the red_box.\n3 
     answer=st.text(max_size=20),
 )
 def test_no_reward_raises_on_any_text(completion, answer):
-    for name in REWARD_NAMES:
-        [score] = REWARDS[name](None, [completion], answer=[answer], story=[STORY], source=["tomrl-hitom"])
+    for name in REWARDS:
+        [score] = make_reward(name)(None, [completion], answer=[answer], story=[STORY], source=["tomrl-hitom"])
         assert score is None or -3.0 <= score <= 3.0

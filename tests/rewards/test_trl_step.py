@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tomrl.prompts import render_prompt
-from tomrl.rewards.functions import REWARDS
+from tomrl.rewards.functions import make_reward
 from tomrl.schema import Example
 
 STORY = "1 Anna and Ben entered the kitchen.\n2 The apple is in the red_box.\n3 Ben exited the kitchen.\n4 Anna moved the apple to the blue_box."
@@ -30,7 +30,7 @@ def test_one_grpo_step_with_tomrl_rewards(tiny_model_dir, tmp_path):
     )
     trainer = GRPOTrainer(
         model=str(tiny_model_dir),
-        reward_funcs=[REWARDS["strict"], REWARDS["paper_b"], REWARDS["fidelity"]],
+        reward_funcs=[make_reward("strict"), make_reward("paper_b"), make_reward("fidelity")],
         args=args,
         train_dataset=Dataset.from_list([row] * 4),
         processing_class=tokenizer,

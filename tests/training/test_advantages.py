@@ -9,6 +9,7 @@ import torch
 from torch.testing import assert_close
 
 from tomrl.training.advantages import (
+    AdvantageInputs,
     approx_kl,
     last_token_index,
     reinforce_pp_advantages,
@@ -92,7 +93,7 @@ def test_whitening_reduces_statistics_across_processes():
 
 def test_reinforce_pp_advantages_end_to_end():
     advantages = reinforce_pp_advantages(
-        torch.tensor([1.0, -1.0]), MASK, LOGPS, REF_LOGPS, kl_coef=0.1, kl_estimator="k1"
+        AdvantageInputs(torch.tensor([1.0, -1.0]), MASK, group_size=2, logps=LOGPS, ref_logps=REF_LOGPS, kl_coef=0.1, kl_estimator="k1")
     )
     std = math.sqrt(5.552 / 5)
     expected = [[0.86 / std, 0.91 / std, 0.81 / std], [-1.29 / std, -1.29 / std, 0.0]]
@@ -102,11 +103,11 @@ def test_reinforce_pp_advantages_end_to_end():
 
 def test_reinforce_pp_without_kl_whitens_the_outcome_over_tokens():
     # No KL: every valid token's return is its sequence's reward: 3, 3, 3, -1, -1 -> mean 1.4
-    advantages = reinforce_pp_advantages(torch.tensor([3.0, -1.0]), MASK)
+    advantages = reinforce_pp_advantages(AdvantageInputs(torch.tensor([3.0, -1.0]), MASK, group_size=2))
     std = math.sqrt((3 * 1.6**2 + 2 * 2.4**2) / 5)
     close(advantages, [[1.6 / std] * 3, [-2.4 / std, -2.4 / std, 0.0]])
     with pytest.raises(ValueError, match="log-probabilities"):
-        reinforce_pp_advantages(torch.tensor([3.0, -1.0]), MASK, kl_coef=0.1)
+        reinforce_pp_advantages(AdvantageInputs(torch.tensor([3.0, -1.0]), MASK, group_size=2, kl_coef=0.1))
 
 
 def test_group_mean_subtraction():
@@ -119,7 +120,7 @@ def test_reinforce_pp_baseline_subtracts_group_mean_then_whitens():
     mask = torch.tensor([[1, 1], [1, 0], [1, 1], [1, 1]])
     # rewards 3, -1 (group 1) -> 2, -2; -3, -3 (group 2) -> 0, 0. Valid token returns:
     # 2, 2, -2, 0, 0, 0, 0 -> mean 2/7
-    advantages = reinforce_pp_baseline_advantages(torch.tensor([3.0, -1.0, -3.0, -3.0]), mask, group_size=2)
+    advantages = reinforce_pp_baseline_advantages(AdvantageInputs(torch.tensor([3.0, -1.0, -3.0, -3.0]), mask, group_size=2))
     values = [2.0, 2.0, -2.0, 0.0, 0.0, 0.0, 0.0]
     mean = sum(values) / 7
     std = math.sqrt(sum((v - mean) ** 2 for v in values) / 7)
@@ -132,7 +133,16 @@ def test_reinforce_pp_baseline_subtracts_group_mean_then_whitens():
     close(advantages, expected)
 
 
+def test_baseline_takes_group_means_over_every_process_then_its_own_rows():
+    # Two groups of 4 (means 0.5 and 2); this process holds rows 2-5, the second half of one and
+    # the first half of the other: 2, -3 | 5, 1 centre to 1.5, -3.5 | 3, -1 (mean 0, one token each).
+    batch = AdvantageInputs(torch.tensor([3.0, 0.0, 2.0, -3.0, 5.0, 1.0, 1.0, 1.0]), torch.ones(4, 1), group_size=4, rows=slice(2, 6))
+    std = math.sqrt((1.5**2 + 3.5**2 + 3**2 + 1) / 4)
+    close(reinforce_pp_baseline_advantages(batch), [[1.5 / std], [-3.5 / std], [3 / std], [-1 / std]])
+    assert batch.local_rewards.tolist() == [2.0, -3.0, 5.0, 1.0]  # what reinforce_pp (no baseline) starts from
+
+
 def test_constant_returns_do_not_divide_by_zero():
-    advantages = reinforce_pp_advantages(torch.tensor([1.0, 1.0]), torch.ones(2, 2))
+    advantages = reinforce_pp_advantages(AdvantageInputs(torch.tensor([1.0, 1.0]), torch.ones(2, 2), group_size=2))
     assert torch.isfinite(advantages).all()
     assert advantages.abs().max().item() == 0.0

@@ -34,7 +34,7 @@ def test_paper_a_hyperparameters(size):
     assert (cfg.learning_rate, cfg.lr_scheduler, cfg.epochs) == (5e-7, "constant", 2)
     assert (cfg.kl_coef, cfg.clip_epsilon, cfg.entropy_coef, cfg.temperature) == (0.001, 0.2, 0.001, 1.0)
     assert (cfg.max_prompt_length, cfg.max_completion_length) == (1024, 2048)
-    assert cfg.rewards == ["paper"] and cfg.prompt_style == "paper_a" and not cfg.puts_kl_in_reward
+    assert cfg.rewards == ["paper"] and cfg.prompt.style == "paper_a" and not cfg.puts_kl_in_reward
 
 
 def test_paper_b_hyperparameters():

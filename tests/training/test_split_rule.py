@@ -10,7 +10,7 @@ import pytest
 from tomrl.config import ConfigError, config_to_dict, load_config
 from tomrl.loaders.base import story_keys
 from tomrl.loaders.registry import load
-from tomrl.recipes import build_recipe
+from tomrl.loaders.recipes import build_recipe
 from tomrl.schema import write_examples
 from tomrl.training.config import DataConfig, TrainConfig
 from tomrl.training.data import prepare_data

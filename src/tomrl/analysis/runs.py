@@ -27,6 +27,7 @@ from tomrl.analysis.detectors import BeliefCount
 from tomrl.analysis.significance import from_counts
 from tomrl.config import yaml_safe_load
 from tomrl.io import BadInputError, iter_jsonl, loads_json
+from tomrl.prompts import PromptConfig
 from tomrl.schema import Example, read_examples
 from tomrl.stats import Accuracy
 
@@ -134,8 +135,8 @@ class TrainingRun:
 
     @property
     def prefill(self) -> str:
-        value = self.config.get("prefill", "<think>")
-        return "" if value is None else str(value)
+        old_layout = {"style": self.config.get("prompt_style", "paper_a"), "prefill": self.config.get("prefill")}  # runs before prompt:
+        return PromptConfig(**(self.config.get("prompt") or old_layout)).resolved_prefill
 
     def in_distribution(self, task: str, order: int | None = None) -> bool | None:
         """Whether the run trained on ``task`` (at ``order``); None when its training data is unknown.

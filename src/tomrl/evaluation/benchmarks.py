@@ -4,14 +4,15 @@
     tomrl eval --model smollm2-135m --benchmark paper     # Paper A's five columns
     tomrl eval --model M --benchmark tomi,opentom --limit 50
 
-A :class:`Benchmark` says where its examples come from (a loader of
-:mod:`tomrl.loaders.registry`, the tomrl generators, or a file the user supplies), which prompt
-style renders them (:mod:`tomrl.prompts`), which answer-checking schemes score them (always
-through :func:`tomrl.rewards.answer.check_answer`, the one definition of "correct"), the metric,
-how results are broken down, and a version that changes whenever any of these does (results
-carry it, and a run folder refuses to mix samples of two versions).
+A :class:`Benchmark` says where its examples come from (a loader of :mod:`tomrl.loaders.registry`,
+the tomrl generators, a user's file, or a function of its own module), which prompt renders them
+(:mod:`tomrl.prompts`), which answer-checking schemes score them (via :func:`tomrl.rewards.answer.check_answer`,
+the one definition of "correct"), the metric, how results are broken down, and a version that
+changes whenever any of these does (results carry it; a run folder refuses to mix two versions).
+The runner reads it all from here; :func:`register_benchmark` adds one (then known to config
+validation, ``--list`` and ``--help``).
 
-Scoring: every sample is checked under two schemes side by side:
+Scoring: by default every sample is checked under two schemes side by side:
 
 - ``strict`` (tomrl): the completion must be well formed (``<think>…</think><answer>…</answer>``
   with the prefill) and the answer must *equal* the gold after normalisation;
@@ -28,16 +29,19 @@ the user supplies ``data_paths.gsm8k``).
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass, field
+from importlib import import_module
 from pathlib import Path
 from typing import Any
 
 from tomrl.config import ConfigError
+from tomrl.evaluation.results import DEFAULT_SCHEMES, METRICS
 from tomrl.io import BadInputError, scan_jsonl
+from tomrl.prompts import PromptConfig
+from tomrl.rewards.answer import SCHEMES, Scheme
 from tomrl.schema import Example
-
-SCHEMES = ("strict", "paper_eval")  # the two answer-checking schemes reported side by side
 
 
 @dataclass(frozen=True)
@@ -47,15 +51,22 @@ class Benchmark:
     name: str  # what users type: --benchmark NAME
     title: str  # column / row title in tables
     version: str  # bump when the loader options, prompt, scoring or selection change
-    loader: str  # a tomrl.loaders.registry name, "tomrl-generate" or "gsm8k-jsonl"
+    loader: str  # a tomrl.loaders.registry name, "tomrl-generate", "gsm8k-jsonl", "jsonl-file" or "module:function"
     loader_options: dict[str, Any] = field(default_factory=dict)
-    prompt_style: str = "paper_a"  # a tomrl.prompts style, or "gsm8k"
-    schemes: tuple[str, ...] = SCHEMES
-    metric: str = "accuracy"
+    prompt: PromptConfig | None = None  # None = the run's prompt (EvalConfig.prompt, default paper_a); set = always this one
+    schemes: tuple[Scheme, ...] = DEFAULT_SCHEMES  # answer-checking schemes, reported side by side
+    metric: str = "accuracy"  # what each scheme reports: a name of tomrl.evaluation.results.METRICS
     group_by: tuple[str, ...] = ("order", "question_type")
     paper_column: str | None = None  # the column of Paper A's Table 1 this reproduces
     needs_user_file: bool = False  # data the user must supply (suites skip it when absent)
     description: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.schemes or not set(self.schemes) <= set(SCHEMES) or self.metric not in METRICS:
+            raise ValueError(f"benchmark {self.name!r}: schemes must be some of {SCHEMES} and metric one of {tuple(METRICS)}")
+
+    def prompt_for(self, run_prompt: PromptConfig | None) -> PromptConfig:
+        return self.prompt or run_prompt or PromptConfig()
 
 
 def _heldout(order: int) -> Benchmark:
@@ -102,82 +113,6 @@ def _paired() -> list[Benchmark]:
     ]
 
 
-BENCHMARKS: dict[str, Benchmark] = {
-    b.name: b
-    for b in [
-        Benchmark(
-            name="hitom600",
-            title="Hi-ToM",
-            version="1",
-            loader="tomrl-paper-hitom600",
-            paper_column="Hi-ToM",
-            group_by=("order", "question_type", "deception", "story_length"),
-            description="Paper A's Hi-ToM (600): the original release, orders 0-4, open questions (question_old)",
-        ),
-        Benchmark(
-            name="hitom4",
-            title="4th-order",
-            version="1",
-            loader="tomrl-paper-hitom4",
-            paper_column="4th-order",
-            description="Paper A's '4th-order ToM' set (600): generated order-4 questions; every story is also in "
-            "Paper A's training set (orders 0-3)",
-        ),
-        Benchmark(
-            name="tomi",
-            title="ToMi",
-            version="1",
-            loader="tomrl-paper-tomi",
-            paper_column="ToMi",
-            description="Paper A's ToMi set (5,994 questions)",
-        ),
-        Benchmark(
-            name="exploretom",
-            title="ExploreToM",
-            version="1",
-            loader="tomrl-paper-exploretom",
-            paper_column="ExploreToM",
-            description="Paper A's ExploreToM set (1,066, structured story text, no yes/no questions)",
-        ),
-        Benchmark(
-            name="exploretom-infilled",
-            title="ExploreToM infilled",
-            version="1",
-            loader="tomrl-paper-exploretom-infilled",
-            paper_column="ExploreToM infilled",
-            description="the same 1,066 ExploreToM questions over the LLM-infilled narrative stories",
-        ),
-        Benchmark(
-            name="opentom",
-            title="OpenToM",
-            version="1",
-            loader="opentom",
-            description="OpenToM (13,708 questions over 596 narratives; evaluation only): location, multihop, attitude",
-        ),
-        Benchmark(
-            name="fantom",
-            title="FANToM",
-            version="1",
-            loader="fantom",
-            needs_user_file=True,
-            description="FANToM conversations (needs fantom_v1.json: see `tomrl data load fantom`)",
-        ),
-        *[_heldout(order) for order in range(5)],
-        *_paired(),
-        Benchmark(
-            name="gsm8k",
-            title="GSM8K",
-            version="1",
-            loader="gsm8k-jsonl",
-            prompt_style="gsm8k",
-            group_by=(),
-            needs_user_file=True,
-            description="side check that ToM training leaves arithmetic alone: a GSM8K-style JSONL file the user "
-            "supplies (data_paths.gsm8k), rows {question, answer} with the answer's final number after '####'",
-        ),
-    ]
-}
-
 PAPER_SUITE = ("hitom600", "hitom4", "tomi", "exploretom", "exploretom-infilled")
 SUITES: dict[str, tuple[str, ...]] = {
     "paper": PAPER_SUITE,
@@ -185,6 +120,104 @@ SUITES: dict[str, tuple[str, ...]] = {
     "contrast": ("tomrl-hitom-pairs", "tomrl-hitom-swap"),
 }
 SUITES["all"] = SUITES["tom"] + ("gsm8k",)
+BENCHMARKS: dict[str, Benchmark] = {}
+
+
+def register_benchmark(benchmark: Benchmark) -> Benchmark:
+    """Make ``benchmark`` known to ``tomrl eval``; a name already taken (by a benchmark or a suite) is
+    an error, since it would silently change what a config naming it evaluates."""
+    if benchmark.name in BENCHMARKS or benchmark.name in SUITES:
+        raise ValueError(f"benchmark {benchmark.name!r} is already registered")
+    BENCHMARKS[benchmark.name] = benchmark
+    return benchmark
+
+
+for _benchmark in [
+    Benchmark(
+        name="hitom600",
+        title="Hi-ToM",
+        version="1",
+        loader="tomrl-paper-hitom600",
+        paper_column="Hi-ToM",
+        group_by=("order", "question_type", "deception", "story_length"),
+        description="Paper A's Hi-ToM (600): the original release, orders 0-4, open questions (question_old)",
+    ),
+    Benchmark(
+        name="hitom4",
+        title="4th-order",
+        version="1",
+        loader="tomrl-paper-hitom4",
+        paper_column="4th-order",
+        description="Paper A's '4th-order ToM' set (600): generated order-4 questions; every story is also in "
+        "Paper A's training set (orders 0-3)",
+    ),
+    Benchmark(
+        name="tomi",
+        title="ToMi",
+        version="1",
+        loader="tomrl-paper-tomi",
+        paper_column="ToMi",
+        description="Paper A's ToMi set (5,994 questions)",
+    ),
+    Benchmark(
+        name="exploretom",
+        title="ExploreToM",
+        version="1",
+        loader="tomrl-paper-exploretom",
+        paper_column="ExploreToM",
+        description="Paper A's ExploreToM set (1,066, structured story text, no yes/no questions)",
+    ),
+    Benchmark(
+        name="exploretom-infilled",
+        title="ExploreToM infilled",
+        version="1",
+        loader="tomrl-paper-exploretom-infilled",
+        paper_column="ExploreToM infilled",
+        description="the same 1,066 ExploreToM questions over the LLM-infilled narrative stories",
+    ),
+    Benchmark(
+        name="opentom",
+        title="OpenToM",
+        version="1",
+        loader="opentom",
+        description="OpenToM (13,708 questions over 596 narratives; evaluation only): location, multihop, attitude",
+    ),
+    Benchmark(
+        name="fantom",
+        title="FANToM",
+        version="1",
+        loader="fantom",
+        needs_user_file=True,
+        description="FANToM conversations (needs fantom_v1.json: see `tomrl data load fantom`)",
+    ),
+    *[_heldout(order) for order in range(5)],
+    *_paired(),
+    Benchmark(
+        name="gsm8k",
+        title="GSM8K",
+        version="1",
+        loader="gsm8k-jsonl",
+        prompt=PromptConfig("gsm8k"),
+        group_by=(),
+        needs_user_file=True,
+        description="side check that ToM training leaves arithmetic alone: a GSM8K-style JSONL file the user "
+        "supplies (data_paths.gsm8k), rows {question, answer} with the answer's final number after '####'",
+    ),
+]:
+    register_benchmark(_benchmark)
+
+
+def check_names(names: list[str]) -> list[str]:
+    """The comma-separated entries of ``names``, once each is known: a benchmark, a suite or a ``.jsonl`` file."""
+    names = [n.strip() for raw in names for n in raw.split(",") if n.strip()]
+    if not names:
+        raise ConfigError("give at least one benchmark or suite")
+    for name in names:
+        if name not in SUITES and name not in BENCHMARKS and not name.endswith(".jsonl"):
+            close = difflib.get_close_matches(name, [*BENCHMARKS, *SUITES], n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            raise ConfigError(f"unknown benchmark '{name}'{hint}; known: {', '.join([*SUITES, *BENCHMARKS])}")
+    return names
 
 
 def resolve(names: list[str]) -> list[tuple[Benchmark, bool]]:
@@ -195,23 +228,16 @@ def resolve(names: list[str]) -> list[tuple[Benchmark, bool]]:
     """
     chosen: dict[str, bool] = {}
     files: dict[str, Benchmark] = {}
-    for raw in names:
-        for name in [n.strip() for n in raw.split(",") if n.strip()]:
-            if name in SUITES:
-                for member in SUITES[name]:
-                    chosen.setdefault(member, BENCHMARKS[member].needs_user_file)
-            elif name in BENCHMARKS:
-                chosen[name] = False
-            elif name.endswith(".jsonl"):
-                benchmark = file_benchmark(name)
-                files[benchmark.name] = benchmark
-                chosen[benchmark.name] = False
-            else:
-                import difflib
-
-                close = difflib.get_close_matches(name, [*BENCHMARKS, *SUITES], n=1)
-                hint = f" (did you mean '{close[0]}'?)" if close else ""
-                raise ConfigError(f"unknown benchmark '{name}'{hint}; known: {', '.join([*SUITES, *BENCHMARKS])}")
+    for name in check_names(names):
+        if name in SUITES:
+            for member in SUITES[name]:
+                chosen.setdefault(member, BENCHMARKS[member].needs_user_file)
+        elif name in BENCHMARKS:
+            chosen[name] = False
+        else:  # a .jsonl file
+            benchmark = file_benchmark(name)
+            files[benchmark.name] = benchmark
+            chosen[benchmark.name] = False
     return [(files.get(name) or BENCHMARKS[name], optional) for name, optional in chosen.items()]
 
 
@@ -271,6 +297,9 @@ def load_examples(
         if path is None:
             raise DataMissing(f"benchmark 'gsm8k': no data file; set data_paths.gsm8k=FILE (JSONL rows with question and answer)")
         return read_gsm8k(Path(path).expanduser(), skip_bad, skipped)
+    if ":" in benchmark.loader:  # "module:function": function(the run's data_paths[name] or None, **loader_options) -> examples
+        module, function = benchmark.loader.split(":")
+        return getattr(import_module(module), function)(path, **benchmark.loader_options)
     from tomrl.loaders.registry import load
 
     try:
@@ -331,38 +360,6 @@ def select(examples: list[Example], limit: int | None, seed: int) -> list[Exampl
         if not taken:
             break
     return [examples[i] for i in sorted(picked)]
-
-
-# ------------------------------------------------------------------------------ prompts
-
-GSM8K_USER_TEMPLATE = (
-    "Solve the following math problem. Think step by step, then give only the final number inside "
-    "<answer> </answer> tags.\nProblem: {problem}\n"
-)
-
-
-def messages_for(benchmark: Benchmark, example: Example, style: str) -> list[dict[str, str]]:
-    """The chat messages of ``example`` (without the prefill)."""
-    if style == "gsm8k":
-        return [{"role": "user", "content": GSM8K_USER_TEMPLATE.format(problem=example.story)}]
-    from tomrl.prompts import build_messages
-
-    return build_messages(example, style)  # type: ignore[arg-type]
-
-
-def prefill_for(style: str) -> str:
-    if style == "gsm8k":
-        return ""
-    from tomrl.prompts import default_prefill
-
-    return default_prefill(style)  # type: ignore[arg-type]
-
-
-def style_for(benchmark: Benchmark, override: str | None) -> str:
-    """The prompt style of ``benchmark``: the run's override for ToM sets, else its own."""
-    if benchmark.prompt_style == "gsm8k" or override is None:
-        return benchmark.prompt_style
-    return override
 
 
 # ------------------------------------------------------------------------------ GSM8K files

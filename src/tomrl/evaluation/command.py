@@ -26,6 +26,7 @@ from pathlib import Path
 def register(parser: argparse.ArgumentParser) -> None:
     from tomrl.config import describe_text
     from tomrl.evaluation.config import EvalConfig
+    from tomrl.generation.registry import engines_help
 
     parser.epilog = describe_text(EvalConfig)
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides, e.g. max_new_tokens=512")
@@ -34,7 +35,7 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--benchmark", "--benchmarks", dest="benchmark", help="comma-separated benchmarks or suites (see --list)")
     parser.add_argument("--limit", type=int, help="at most N questions per benchmark, spread over orders (seeded)")
     parser.add_argument("--out", help="run folder (resumes if it holds a run with the same settings)")
-    parser.add_argument("--engine", choices=["hf", "vllm", "openai"], help="generation engine (default hf)")
+    parser.add_argument("--engine", help=f"generation engine (default hf): {engines_help()}")  # checked by the config
     parser.add_argument("--skip-bad", action="store_true", help="skip bad rows of user data files (counted in results.json) instead of stopping (= skip_bad=true)")
     parser.add_argument("--greedy", action="store_true", help="greedy decoding instead of Paper A's sampling")
     parser.add_argument("--list", action="store_true", help="list benchmarks and suites, then exit")
@@ -51,7 +52,7 @@ def _list_text() -> str:
     lines.append("Benchmarks:")
     for name, bench in BENCHMARKS.items():
         extra = f" [Paper A column: {bench.paper_column}]" if bench.paper_column else ""
-        lines.append(f"  {name:<22} v{bench.version} {bench.loader}, prompt {bench.prompt_style}: {bench.description}{extra}")
+        lines.append(f"  {name:<22} v{bench.version} {bench.loader}, prompt {bench.prompt_for(None).style}: {bench.description}{extra}")
     return "\n".join(lines)
 
 

@@ -16,35 +16,34 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import AfterValidator
 
 from tomrl.config import setting
+from tomrl.evaluation.benchmarks import BENCHMARKS, SUITES, check_names
 from tomrl.io import redact_secrets
 from tomrl.generation.base import PAPER_TEMPERATURE, PAPER_TOP_P
+from tomrl.generation.registry import engine_names, engines_help  # light: the factories import their engines lazily
 from tomrl.generation.settings import OpenAISettings, VLLMSettings
+from tomrl.prompts import PromptConfig
+
 
 def _registered_engine(name: str) -> str:
     # Checked against the registry (not a Literal) so an engine added with register_engine is accepted.
-    from tomrl.generation.registry import engine_names  # light: the factories import their engines lazily
-
     if name not in engine_names():
         raise ValueError(f"must be one of {', '.join(engine_names())}, got {name!r}")
     return name
 
 
-PromptStyleName = Literal["paper_a", "cot", "hitom_mc", "hitom_open"]
-
-
 @dataclass(frozen=True)
 class EvalConfig:
+    moved_keys: ClassVar[dict[str, str]] = {"prompt_style": "prompt.style", "prefill": "prompt.prefill"}  # named by the unknown-key error
     model: str = setting("smollm2-135m", help="model: embedded name (smollm2-135m), hub id, local path, or the API model name (engine openai)")
-    benchmarks: list[str] = setting(
+    benchmarks: Annotated[list[str], AfterValidator(check_names)] = setting(
         default_factory=lambda: ["paper"],
-        help="benchmark or suite names (see `tomrl eval --list`): suites paper, tom, all, contrast; benchmarks hitom600, "
-        "hitom4, tomi, exploretom, exploretom-infilled, opentom, fantom, tomrl-hitom-order0..4, tomrl-hitom-pairs, "
-        "tomrl-hitom-swap, gsm8k",
+        help=f"benchmark or suite names (see `tomrl eval --list`), or unified-schema .jsonl files: suites {', '.join(SUITES)}; "
+        f"benchmarks {', '.join(BENCHMARKS)}, or any added with tomrl.evaluation.benchmarks.register_benchmark",
     )
     limit: int | None = setting(
         None,
@@ -54,8 +53,7 @@ class EvalConfig:
     out: str | None = setting(None, help="run folder (samples.jsonl, results.json, table.md); null = runs/eval/<model>-<settings hash>")
     engine: Annotated[str, AfterValidator(_registered_engine)] = setting(
         "hf",
-        help="generation engine: hf (transformers, CPU or GPU), vllm (GPU), openai (HTTP server), or any name added with "
-        "tomrl.generation.register_engine",
+        help=f"generation engine: {engines_help()}, or any name added with tomrl.generation.register_engine",
     )
     temperature: float = setting(PAPER_TEMPERATURE, help="sampling temperature (Paper A: 0.6); 0 = greedy")
     top_p: float = setting(PAPER_TOP_P, help="nucleus sampling mass (Paper A: 0.95)")
@@ -67,9 +65,7 @@ class EvalConfig:
         "never generated or scored). Off (the default) for paper fidelity: generate to EOS or max_new_tokens, as Paper "
         "A's evaluation does, which scores the last answer tag (paper_eval) and fails text after '</answer>' (strict)",
     )
-    prompt_style: PromptStyleName | None = setting(
-        None, help="prompt style for every ToM benchmark (paper_a, cot, hitom_mc, hitom_open); null = each benchmark's own (paper_a)"
-    )
+    prompt: PromptConfig | None = setting(None, help="the prompt of every benchmark that does not fix its own (gsm8k does); null = paper_a")
     batch_size: int = setting(64, help="hf engine: prompts decoded together (the CPU sweet spot for the 135M model is 32-64)")
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = setting(
         "auto", help="hf engine weights and compute: auto = bf16 where the device runs it natively, else float32"
@@ -111,8 +107,6 @@ class EvalConfig:
     vllm: VLLMSettings = setting(default_factory=VLLMSettings, help="vLLM settings")
 
     def __post_init__(self) -> None:
-        if not self.benchmarks:
-            raise ValueError("benchmarks: give at least one benchmark or suite")
         if self.limit is not None and self.limit < 1:
             raise ValueError(f"limit must be >= 1 or null, got {self.limit}")
         if self.temperature < 0:
@@ -135,11 +129,14 @@ class EvalConfig:
 
 # Fields that change what a model generates; a run folder holding samples made with other
 # values cannot be resumed with these (see tomrl.evaluation.runner).
-GENERATION_FIELDS = ("model", "engine", "temperature", "top_p", "max_new_tokens", "seed", "stop_at_answer", "prompt_style", "dtype", "hf_mode")
+GENERATION_FIELDS = ("model", "engine", "temperature", "top_p", "max_new_tokens", "seed", "stop_at_answer", "dtype", "hf_mode")
 
 
 def generation_settings(cfg: EvalConfig) -> dict:
     settings = {name: getattr(cfg, name) for name in GENERATION_FIELDS}
+    settings["prompt_style"] = cfg.prompt and cfg.prompt.style  # the key run folders recorded before the prompt: block
+    if cfg.prompt is not None and cfg.prompt.prefill is not None:  # absent unless set, so those folders still resume
+        settings["prefill"] = cfg.prompt.prefill
     if cfg.engine == "openai":
         settings["openai_api"] = cfg.openai.api
         settings["openai_base_url"] = redact_secrets(cfg.openai.base_url)  # as run.json stores it

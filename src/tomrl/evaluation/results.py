@@ -4,22 +4,30 @@
     summary = summarize_benchmark(rows, group_by=("order", "question_type"), interval="wilson")
     summary["overall"]["strict"]["accuracy"]      # {"n": 20, "k": 7, "value": 0.35, "low": …, "high": …, "method": "wilson"}
 
-Each sample row (one line of ``samples.jsonl``) carries the checks of both schemes:
-``correct`` / ``format_ok`` / ``extracted`` / ``reason`` for ``strict`` and the same names with a
-``paper_`` prefix for ``paper_eval``. Every rate here (accuracy and format-failure rate) is a
-:func:`rate` with its n and interval; nothing is reported without them. Contrast-pair
+Each sample row (one line of ``samples.jsonl``) carries the checks of its benchmark's schemes:
+``correct`` / ``format_ok`` / ``extracted`` / ``reason`` for ``strict``, prefixed per :data:`SCHEME_FIELDS`
+for the others (``paper_`` for ``paper_eval``). Per scheme, the benchmark's metric (:data:`METRICS`) and
+format-failure rate are each a :func:`rate` with its n and interval; nothing is reported without them. Contrast-pair
 benchmarks also get :func:`summarize_pairs` (pair accuracy, answer unchanged within a pair).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from tomrl.stats import accuracy, bootstrap_interval
 
-# Which sample fields hold each scheme's verdicts.
-SCHEME_FIELDS = {"strict": "", "paper_eval": "paper_"}
+# Per scheme (tomrl.rewards.answer): the prefix of its fields in a sample row, and what it means (results.json).
+SCHEME_FIELDS = {
+    "strict": ("", "tomrl: well-formed <think>…</think><answer>…</answer> (prefill counted), answer equal to gold after normalisation"),
+    "paper_eval": ("paper_", "Paper A's eval script: last <answer> tag, no format check, answer equal to or ending with the gold"),
+    "paper": ("paper_reward_", "Paper A's training reward: the four tags once each and in order, last <answer>, suffix match"),
+    "paper_b": ("paper_b_", "Paper B (tomrl's reading): Paper A's four-tag format, answer equal to gold after normalisation"),
+}
+# A benchmark's metric: what counts as a success in one sample under one scheme (field prefix).
+METRICS: dict[str, Callable[[dict, str], bool]] = {"accuracy": lambda row, prefix: bool(row[f"{prefix}correct"])}
+DEFAULT_SCHEMES = ("strict", "paper_eval")
 
 
 def rate(flags: Sequence[bool], interval: str = "wilson", resamples: int = 2000, seed: int = 0) -> dict[str, Any]:
@@ -33,12 +41,13 @@ def rate(flags: Sequence[bool], interval: str = "wilson", resamples: int = 2000,
     return result
 
 
-def summarize_group(rows: Sequence[dict], interval: str = "wilson", resamples: int = 2000, seed: int = 0) -> dict[str, Any]:
-    """n, both schemes' accuracy and format-failure rate, response length, finish reasons."""
+def summarize_group(rows: Sequence[dict], interval="wilson", resamples=2000, seed=0, schemes=DEFAULT_SCHEMES, metric="accuracy") -> dict[str, Any]:
+    """n, each scheme's metric and format-failure rate, response length, finish reasons."""
     summary: dict[str, Any] = {"n": len(rows)}
-    for scheme, prefix in SCHEME_FIELDS.items():
+    for scheme in schemes:
+        prefix = SCHEME_FIELDS[scheme][0]
         summary[scheme] = {
-            "accuracy": rate([bool(r[f"{prefix}correct"]) for r in rows], interval, resamples, seed),
+            metric: rate([METRICS[metric](r, prefix) for r in rows], interval, resamples, seed),
             "format_failure": rate([not r[f"{prefix}format_ok"] for r in rows], interval, resamples, seed),
         }
     tokens = [r["tokens"] for r in rows]
@@ -57,15 +66,17 @@ def summarize_benchmark(
     interval: str = "wilson",
     resamples: int = 2000,
     seed: int = 0,
+    schemes: Sequence[str] = DEFAULT_SCHEMES,  # and metric: as the benchmark declares them
+    metric: str = "accuracy",
 ) -> dict[str, Any]:
     """Overall summary plus one per value of each ``group_by`` field (``by_order``, …)."""
-    result: dict[str, Any] = {"overall": summarize_group(rows, interval, resamples, seed)}
+    result: dict[str, Any] = {"overall": summarize_group(rows, interval, resamples, seed, schemes, metric)}
     for field_name in group_by:
         groups: dict[str, list[dict]] = {}
         for row in rows:
             groups.setdefault(_group_key(row.get(field_name)), []).append(row)
         ordered = sorted(groups, key=lambda k: (not k.lstrip("-").isdigit(), int(k) if k.lstrip("-").isdigit() else 0, k))
-        result[f"by_{field_name}"] = {key: summarize_group(groups[key], interval, resamples, seed) for key in ordered}
+        result[f"by_{field_name}"] = {key: summarize_group(groups[key], interval, resamples, seed, schemes, metric) for key in ordered}
     return result
 
 
@@ -74,7 +85,7 @@ PAIR_KINDS = {("pair_id", "pair_member"): "counterfactual", ("swap_id", "swap_me
 
 
 def summarize_pairs(
-    samples: Sequence[tuple[Any, dict | None]], interval: str = "wilson", resamples: int = 2000, seed: int = 0
+    samples: Sequence[tuple[Any, dict | None]], interval: str = "wilson", resamples: int = 2000, seed: int = 0, schemes: Sequence[str] = DEFAULT_SCHEMES
 ) -> dict[str, Any] | None:
     """Pair metrics of a contrast-pair benchmark (:mod:`tomrl.generators.pairs`), or None for others.
 
@@ -97,20 +108,21 @@ def summarize_pairs(
     complete = [
         (pair[0], pair[1]) for pair in members.values() if set(pair) == {0, 1} and all(row is not None for _, row in pair.values())
     ]
-    summary: dict[str, Any] = {"kind": kind, **_pair_rates([(a[1], b[1]) for a, b in complete], interval, resamples, seed)}
+    summary: dict[str, Any] = {"kind": kind, **_pair_rates([(a[1], b[1]) for a, b in complete], interval, resamples, seed, schemes)}
     summary["n_incomplete"] = len(members) - len(complete)
     by_order: dict[str, list[tuple[dict, dict]]] = {}
     for first, second in complete:
         by_order.setdefault(_group_key(first[0].order), []).append((first[1], second[1]))
-    summary["by_order"] = {key: _pair_rates(by_order[key], interval, resamples, seed) for key in sorted(by_order, key=lambda k: (len(k), k))}
+    summary["by_order"] = {key: _pair_rates(by_order[key], interval, resamples, seed, schemes) for key in sorted(by_order, key=lambda k: (len(k), k))}
     return summary
 
 
-def _pair_rates(pairs: Sequence[tuple[dict, dict]], interval: str, resamples: int, seed: int) -> dict[str, Any]:
+def _pair_rates(pairs: Sequence[tuple[dict, dict]], interval: str, resamples: int, seed: int, schemes: Sequence[str]) -> dict[str, Any]:
     from tomrl.rewards.answer import normalize
 
     result: dict[str, Any] = {"n_pairs": len(pairs)}
-    for scheme, prefix in SCHEME_FIELDS.items():
+    for scheme in schemes:
+        prefix = SCHEME_FIELDS[scheme][0]
         right = [(bool(a[f"{prefix}correct"]), bool(b[f"{prefix}correct"])) for a, b in pairs]
         extracted = [(a[f"{prefix}extracted"], b[f"{prefix}extracted"]) for a, b in pairs]
         result[scheme] = {

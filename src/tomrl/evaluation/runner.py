@@ -11,11 +11,11 @@ A run folder holds:
   ``--out``), so one folder never mixes answers from two set-ups.
 - ``samples.jsonl``: one line per answered question, appended and flushed as each answer
   finishes: benchmark, id, order, question_type, gold, prompt, output (the raw completion),
-  tokens, finish_reason, and both schemes' checks (``extracted``/``correct``/``format_ok``/
-  ``reason`` for strict, the same with ``paper_`` for Paper A's rule).
+  tokens, finish_reason, and the checks of each scheme the benchmark declares (``extracted``/
+  ``correct``/``format_ok``/``reason`` for strict, the same with ``paper_`` for Paper A's rule…).
 - ``timing.jsonl``: generation time, generated and prompt tokens per stretch of work.
-- ``results.json`` (atomic): per benchmark, overall and per order / question type / …: n,
-  accuracy with a 95 % interval and format-failure rate under both schemes, mean response length;
+- ``results.json`` (atomic): per benchmark, overall and per order / question type / …: n, its
+  metric with a 95 % interval and format-failure rate under each scheme, mean response length;
   the run's tokens_per_s (all benchmarks are generated together, as one stream, so the engine's
   batch stays full across them); model, engine, seed, sampling and the full config. Contrast-pair
   benchmarks (tomrl-hitom-pairs, tomrl-hitom-swap) add ``pairs``: pair accuracy (both members
@@ -37,13 +37,13 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from tomrl.config import ConfigError, config_to_dict
-from tomrl.evaluation.benchmarks import Benchmark, DataMissing, load_examples, messages_for, prefill_for, resolve, select, style_for
+from tomrl.evaluation.benchmarks import Benchmark, DataMissing, load_examples, resolve, select
 from tomrl.evaluation.config import EvalConfig, generation_settings
 from tomrl.generation.base import Sampling
-from tomrl.evaluation.results import summarize_benchmark, summarize_pairs, throughput
+from tomrl.evaluation.results import DEFAULT_SCHEMES, SCHEME_FIELDS, summarize_benchmark, summarize_pairs, throughput
 from tomrl.io import JsonlAppender, atomic_write_json, atomic_write_text, iter_jsonl
 from tomrl.schema import Example
 
@@ -74,22 +74,15 @@ def answer_stop(cfg: EvalConfig) -> tuple[str, ...]:
     return ("</answer>",) if cfg.stop_at_answer else ()
 
 
-def score(completion_text: str, gold: str, prefill: str) -> dict[str, Any]:
-    """Both schemes' checks of one completion, through the one answer checker."""
+def score(completion_text: str, gold: str, prefill: str, schemes: Sequence[str] = DEFAULT_SCHEMES) -> dict[str, Any]:
+    """Each scheme's check of one completion, through the one answer checker (fields prefixed per SCHEME_FIELDS)."""
     from tomrl.rewards.answer import check_answer
 
-    strict = check_answer(completion_text, gold, scheme="strict", prefill=prefill)
-    paper = check_answer(completion_text, gold, scheme="paper_eval", prefill=prefill)
-    return {
-        "extracted": strict.extracted,
-        "correct": strict.correct,
-        "format_ok": strict.format_ok,
-        "reason": strict.reason,
-        "paper_extracted": paper.extracted,
-        "paper_correct": paper.correct,
-        "paper_format_ok": paper.format_ok,
-        "paper_reason": paper.reason,
-    }
+    row: dict[str, Any] = {}
+    for scheme in schemes:
+        check, prefix = check_answer(completion_text, gold, scheme=scheme, prefill=prefill), SCHEME_FIELDS[scheme][0]
+        row.update({f"{prefix}{name}": getattr(check, name) for name in ("extracted", "correct", "format_ok", "reason")})
+    return row
 
 
 def _sample_row(benchmark: Benchmark, example: Example, style: str, prefill: str, prompt: Any, completion) -> dict[str, Any]:
@@ -112,7 +105,7 @@ def _sample_row(benchmark: Benchmark, example: Example, style: str, prefill: str
         "prompt_tokens": completion.prompt_tokens,
         "finish_reason": completion.finish_reason,
     }
-    row.update(score(completion.text, example.answer, prefill))
+    row.update(score(completion.text, example.answer, prefill, benchmark.schemes))
     return row
 
 
@@ -248,17 +241,17 @@ def _run_eval(cfg: EvalConfig, log: Callable[[str], None], engine) -> EvalOutcom
 
 
 def _generate(todo: list[tuple[Benchmark, Example]], cfg, engine, sampling, samples, timing, done, outcome, log) -> None:
-    from tomrl.prompts import render_messages
+    from tomrl.prompts import build_messages, render_messages
 
     prompts: list[Any] = []
     styles: list[tuple[str, str]] = []
     for benchmark, example in todo:
-        style = style_for(benchmark, cfg.prompt_style)
+        prompt = benchmark.prompt_for(cfg.prompt)
         # A chat API cannot continue a prefilled assistant turn: its answers are scored without one.
-        prefill = prefill_for(style) if engine.prompt_kind == "text" else ""
-        messages = messages_for(benchmark, example, style)
+        prefill = prompt.resolved_prefill if engine.prompt_kind == "text" else ""
+        messages = build_messages(example, prompt.style)
         prompts.append(render_messages(messages, engine.tokenizer) + prefill if engine.prompt_kind == "text" else messages)
-        styles.append((style, prefill))
+        styles.append((prompt.style, prefill))
     log(f"generating {len(todo)} answers …")
     started = segment_start = time.perf_counter()
     segment: Counter = Counter()
@@ -301,7 +294,9 @@ def write_results(cfg, folder: _RunFolder, plans, selections, done, outcome: Eva
             "version": benchmark.version,
             "loader": benchmark.loader,
             "loader_options": benchmark.loader_options,
-            "prompt_style": style_for(benchmark, cfg.prompt_style),
+            "prompt_style": benchmark.prompt_for(cfg.prompt).style,
+            "schemes": list(benchmark.schemes),
+            "metric": benchmark.metric,
             "paper_column": benchmark.paper_column,
             "n_available": len(examples),
             "skipped_bad_rows": len(outcome.bad_rows.get(benchmark.name, [])),
@@ -309,8 +304,8 @@ def write_results(cfg, folder: _RunFolder, plans, selections, done, outcome: Eva
             "n_answered": len(rows),
             "complete": len(rows) == len(selected),
         }
-        entry.update(summarize_benchmark(rows, benchmark.group_by, cfg.interval, cfg.bootstrap_resamples, cfg.seed))
-        pairs = summarize_pairs([(e, done.get((benchmark.name, e.id))) for e in selected], cfg.interval, cfg.bootstrap_resamples, cfg.seed)
+        entry.update(summarize_benchmark(rows, benchmark.group_by, cfg.interval, cfg.bootstrap_resamples, cfg.seed, benchmark.schemes, benchmark.metric))
+        pairs = summarize_pairs([(e, done.get((benchmark.name, e.id))) for e in selected], cfg.interval, cfg.bootstrap_resamples, cfg.seed, benchmark.schemes)
         if pairs is not None:  # contrast-pair benchmarks: pair accuracy, answer unchanged
             entry["pairs"] = pairs
         entry["generated_tokens"] = sum(r["tokens"] for r in rows)
@@ -332,10 +327,7 @@ def write_results(cfg, folder: _RunFolder, plans, selections, done, outcome: Eva
         "seed": cfg.seed,
         "limit": cfg.limit,
         "sampling": {"temperature": cfg.temperature, "top_p": cfg.top_p, "max_new_tokens": cfg.max_new_tokens, "stop": list(answer_stop(cfg))},
-        "schemes": {
-            "strict": "tomrl: well-formed <think>…</think><answer>…</answer> (prefill counted), answer equal to gold after normalisation",
-            "paper_eval": "Paper A's eval script: last <answer> tag, no format check, answer equal to or ending with the gold",
-        },
+        "schemes": {scheme: SCHEME_FIELDS[scheme][1] for benchmark, _ in plans for scheme in benchmark.schemes},
         "interval": "95 % " + ("Wilson score" if cfg.interval == "wilson" else f"percentile bootstrap ({cfg.bootstrap_resamples} resamples, seed {cfg.seed})"),
         "paper_row": paper_row_for(cfg.model, cfg.paper_row),
         "throughput": {**speed, "scope": "the whole run folder: all benchmarks, generated together, over every resumed session"},

@@ -111,14 +111,15 @@ def markdown_table(results_list: Sequence[dict[str, Any]], all_paper_rows: bool 
     return "\n".join(lines + notes) + "\n"
 
 
-def _pct(summary: dict[str, Any]) -> str:
-    if summary["n"] == 0:
+def _pct(group: dict[str, Any], scheme: str, key: str) -> str:  # "–" where the benchmark has no such scheme
+    summary = group.get(scheme, {}).get(key)
+    if summary is None or summary["n"] == 0:
         return "–"
     return f"{100 * summary['value']:.1f} [{100 * summary['low']:.1f}, {100 * summary['high']:.1f}]"
 
 
 def summary_markdown(results: dict[str, Any]) -> str:
-    """Every benchmark of one run, overall and per order / question type, both schemes."""
+    """Every benchmark of one run, overall and per order / question type, its metric under both house schemes."""
     lines = [
         f"## {results['model']}: all benchmarks",
         "",
@@ -128,10 +129,10 @@ def summary_markdown(results: dict[str, Any]) -> str:
     for name, bench in results["benchmarks"].items():
         overall = bench["overall"]
         n = f"{overall['n']}" + ("" if bench.get("complete", True) else f" of {bench['n_selected']}")
-        speed = f"{bench['tokens_per_s']:.0f}" if bench.get("tokens_per_s") else "–"
+        speed, metric = f"{bench['tokens_per_s']:.0f}" if bench.get("tokens_per_s") else "–", bench.get("metric", "accuracy")
         lines.append(
-            f"| {name} | {n} | {_pct(overall['paper_eval']['accuracy'])} | {_pct(overall['strict']['accuracy'])} | "
-            f"{_pct(overall['strict']['format_failure'])} | {overall['mean_response_tokens']:.0f} | {speed} |"
+            f"| {name} | {n} | {_pct(overall, 'paper_eval', metric)} | {_pct(overall, 'strict', metric)} | "
+            f"{_pct(overall, 'strict', 'format_failure')} | {overall['mean_response_tokens']:.0f} | {speed} |"
         )
     paired = {name: bench["pairs"] for name, bench in results["benchmarks"].items() if bench.get("pairs")}
     if paired:
@@ -143,12 +144,12 @@ def summary_markdown(results: dict[str, Any]) -> str:
             "|---|---|---|---|---|---|---|",
         ]
         for name, pairs in paired.items():
-            strict, paper = pairs["strict"], pairs["paper_eval"]
             lines.append(
-                f"| {name} | {pairs['kind']} | {pairs['n_pairs']} | {_pct(strict['item_accuracy'])} | {_pct(strict['pair_accuracy'])} | "
-                f"{_pct(paper['pair_accuracy'])} | {_pct(strict['answer_unchanged'])} |"
+                f"| {name} | {pairs['kind']} | {pairs['n_pairs']} | {_pct(pairs, 'strict', 'item_accuracy')} | {_pct(pairs, 'strict', 'pair_accuracy')} | "
+                f"{_pct(pairs, 'paper_eval', 'pair_accuracy')} | {_pct(pairs, 'strict', 'answer_unchanged')} |"
             )
     for name, bench in results["benchmarks"].items():
+        metric = bench.get("metric", "accuracy")
         for group in ("by_order", "by_question_type"):
             breakdown = bench.get(group)
             if not breakdown or len(breakdown) < 2 and group == "by_question_type":
@@ -157,8 +158,8 @@ def summary_markdown(results: dict[str, Any]) -> str:
             lines += ["", f"### {name} by {label}", "", f"| {label} | n | paper scoring % [95 % CI] | strict % [95 % CI] | strict format failures % |", "|---|---|---|---|---|"]
             for key, summary in breakdown.items():
                 lines.append(
-                    f"| {key} | {summary['n']} | {_pct(summary['paper_eval']['accuracy'])} | {_pct(summary['strict']['accuracy'])} | "
-                    f"{_pct(summary['strict']['format_failure'])} |"
+                    f"| {key} | {summary['n']} | {_pct(summary, 'paper_eval', metric)} | {_pct(summary, 'strict', metric)} | "
+                    f"{_pct(summary, 'strict', 'format_failure')} |"
                 )
     if results.get("skipped"):
         lines += ["", "Skipped (data not present): " + ", ".join(sorted(results["skipped"])) + "."]

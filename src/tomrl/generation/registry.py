@@ -1,16 +1,15 @@
 """Engines by name: ``make_engine(cfg)`` builds the one ``cfg.engine`` names.
 
 Each entry is a factory ``cfg -> Engine`` (``cfg``: :class:`tomrl.evaluation.config.EvalConfig`)
-and the typed settings dataclass the engine reads from its own config section (``cfg.vllm``,
-``cfg.openai``; ``None`` for ``hf``, whose options are top-level fields of the config). The
-factories import their engine only when called, so this module loads no torch, vLLM or HTTP code,
-and no engine module imports this one (no import circle).
+and a description, which ``tomrl eval --help`` shows beside the name (as the help of ``engine``).
+The factories import their engine only when called, so this module loads no torch, vLLM or HTTP
+code, and no engine module imports this one (no import circle).
 
 Adding an engine is one call, next to the engine's code:
 
     from tomrl.generation import register_engine
 
-    @register_engine("echo")
+    @register_engine("echo", description="repeats the prompt")
     def make_echo(cfg):
         return EchoEngine(cfg.model)          # any object with Engine's attributes and methods
 
@@ -25,7 +24,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from tomrl.generation.settings import OpenAISettings, VLLMSettings
 from tomrl.generation.base import Engine
 
 EngineFactory = Callable[[Any], Engine]
@@ -33,17 +31,17 @@ EngineFactory = Callable[[Any], Engine]
 
 @dataclass(frozen=True)
 class EngineEntry:
-    """A registered engine: how to build it, and the settings dataclass it reads (if any)."""
+    """A registered engine: how to build it, and what it is (for ``--help``)."""
 
     name: str
     factory: EngineFactory
-    settings_type: type | None = None
+    description: str = ""
 
 
 ENGINES: dict[str, EngineEntry] = {}
 
 
-def register_engine(name: str, factory: EngineFactory | None = None, settings_type: type | None = None):
+def register_engine(name: str, factory: EngineFactory | None = None, description: str = ""):
     """Register ``factory`` under ``name``; without ``factory``, a decorator that registers the function.
 
     A second registration of the same name is an error (it would silently change what a config
@@ -53,7 +51,7 @@ def register_engine(name: str, factory: EngineFactory | None = None, settings_ty
     def add(function: EngineFactory) -> EngineFactory:
         if name in ENGINES:
             raise ValueError(f"engine {name!r} is already registered")
-        ENGINES[name] = EngineEntry(name, function, settings_type)
+        ENGINES[name] = EngineEntry(name, function, description)
         return function
 
     return add if factory is None else add(factory)
@@ -61,6 +59,10 @@ def register_engine(name: str, factory: EngineFactory | None = None, settings_ty
 
 def engine_names() -> list[str]:
     return sorted(ENGINES)
+
+
+def engines_help() -> str:
+    return ", ".join(f"{e.name} ({e.description})" if e.description else e.name for e in ENGINES.values())
 
 
 def make_engine(cfg) -> Engine:
@@ -71,7 +73,7 @@ def make_engine(cfg) -> Engine:
     return entry.factory(cfg)
 
 
-@register_engine("hf")
+@register_engine("hf", description="transformers, CPU or GPU")
 def _make_hf(cfg) -> Engine:
     from tomrl.generation.hf import HFEngine
 
@@ -86,14 +88,14 @@ def _make_hf(cfg) -> Engine:
     )
 
 
-@register_engine("vllm", settings_type=VLLMSettings)
+@register_engine("vllm", description="GPU")
 def _make_vllm(cfg) -> Engine:
     from tomrl.generation.vllm import VLLMEngine
 
     return VLLMEngine(cfg.model, dtype=cfg.dtype, seed=cfg.seed, settings=cfg.vllm, trust_remote_code=cfg.trust_remote_code)
 
 
-@register_engine("openai", settings_type=OpenAISettings)
+@register_engine("openai", description="HTTP server")
 def _make_openai(cfg) -> Engine:
     from tomrl.generation.openai import OpenAIEngine
 

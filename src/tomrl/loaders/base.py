@@ -12,7 +12,6 @@ registry (:mod:`tomrl.loaders.registry`) collects them by name.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -134,21 +133,25 @@ def find_file(loader_name: str, card: DatasetCard, path: Path | None, candidates
 # ------------------------------------------------------------------------------- reading rows
 
 
-def read_json_rows(path: Path) -> Iterator[tuple[str, dict]]:
+def read_json_file(path: Path) -> Any:
+    """A JSON file's value; bad bytes, bad JSON and duplicate keys raise BadInputError naming the file."""
+    try:
+        return loads_json(path.read_text(encoding="utf-8"), str(path))
+    except UnicodeDecodeError as err:
+        raise BadInputError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
+
+
+def read_json_rows(path: Path, data: Any = None) -> Iterator[tuple[str, dict]]:
     """``(where, row)`` for each object of a JSONL file, or of a JSON file holding a list of objects
-    (or ``{"data": [...]}``). ``where`` is ``"file:line"`` / ``"file:row N"`` for error messages."""
-    if path.suffix == ".jsonl":
+    (or ``{"data": [...]}``; ``data``: that file's value, already read). ``where`` is ``"file:line"`` /
+    ``"file:row N"`` for error messages."""
+    if path.suffix == ".jsonl" and data is None:
         for line_number, obj, error in scan_jsonl(path):
             if error is not None:
                 raise BadInputError(error)
             yield f"{path}:{line_number}", obj
         return
-    try:
-        data = loads_json(path.read_text(encoding="utf-8"), str(path))
-    except UnicodeDecodeError as err:
-        raise BadInputError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
-    except json.JSONDecodeError as err:
-        raise BadInputError(f"{path}: invalid JSON ({err.msg} at line {err.lineno}, column {err.colno})") from None
+    data = read_json_file(path) if data is None else data
     if isinstance(data, dict) and isinstance(data.get("data"), list):
         data = data["data"]
     if not isinstance(data, list):
@@ -202,17 +205,17 @@ def int_of(row: dict, name: str, where: str, *, optional: bool = False) -> int |
 # --------------------------------------------------------------------------------- story text
 
 
+def story_lines(text: str) -> list[str]:
+    """A story's lines without Hi-ToM's line numbers, ``***`` separators and blank lines."""
+    lines = (re.sub(r"^\s*\d+\s+", "", raw).strip() for raw in text.splitlines())
+    return [line for line in lines if line and set(line) - {"*"}]
+
+
 def story_key(text: str) -> str:
-    """A story's identity for comparisons: whitespace collapsed, Hi-ToM line numbers and ``***``
-    separators dropped. The ToM-RL release joins training stories with spaces and test stories with
-    newlines; under this key the same story is the same string."""
-    lines = []
-    for raw in text.splitlines():
-        line = re.sub(r"^\s*\d+\s+", "", raw).strip()
-        if not line or set(line) <= {"*"}:
-            continue
-        lines.append(line)
-    return " ".join(" ".join(lines).split())
+    """A story's identity for comparisons: :func:`story_lines` joined, whitespace collapsed. The ToM-RL
+    release joins training stories with spaces and test stories with newlines; under this key the same
+    story is the same string."""
+    return " ".join(" ".join(story_lines(text)).split())
 
 
 def story_keys(example: Example) -> set[str]:

@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
         os.environ["TOMRL_DATA"] = str(Path(args.data).expanduser())
     if args.list:
         from tomrl.loaders.registry import LOADERS
-        from tomrl.recipes import load_recipe, recipe_names
+        from tomrl.loaders.recipes import load_recipe, recipe_names
 
         print("Data sets (tomrl data load NAME --out FILE):")
         for name, loader in LOADERS.items():
@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
     if args.name.startswith("recipe:"):
         if args.options or args.path:
             raise ConfigError("recipes take no loader options or --path: put them in the recipe's components")
-        from tomrl.recipes import write_recipe
+        from tomrl.loaders.recipes import write_recipe
 
         _, manifest = write_recipe(args.name.removeprefix("recipe:"), args.out)
         print(f"recipe {manifest['recipe']} (paper {manifest['paper']}, seed {manifest['seed']}) -> {args.out}")

@@ -34,12 +34,11 @@ trained on its binary belief questions anyway, so recipes allow it (the card rec
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 from typing import Any
 
-from tomrl.io import BadInputError, loads_json, scan_jsonl
-from tomrl.loaders.base import DatasetCard, Loader, LoaderOption, field_of, find_file, story_sentence_count
+from tomrl.io import BadInputError
+from tomrl.loaders.base import DatasetCard, Loader, LoaderOption, field_of, find_file, read_json_file, read_json_rows, story_sentence_count
 from tomrl.schema import Example
 
 HOW_TO_OBTAIN = (
@@ -75,32 +74,13 @@ OPTIONS = {"context": LoaderOption("short", "conversation given as the story: sh
 def _records(file: Path) -> list[tuple[str, dict]]:
     """Rows of fantom_v1.json in any layout ``pandas.read_json`` accepts for it."""
     if file.suffix == ".jsonl":
-        rows = []
-        for line_number, obj, error in scan_jsonl(file):
-            if error is not None:
-                raise BadInputError(error)
-            rows.append((f"{file}:{line_number}", obj))
-        return rows
-    try:
-        data = loads_json(file.read_text(encoding="utf-8"), str(file))
-    except UnicodeDecodeError as err:
-        raise BadInputError(f"{file}: not UTF-8 text ({err.reason})") from None
-    except json.JSONDecodeError as err:
-        raise BadInputError(f"{file}: invalid JSON ({err.msg} at line {err.lineno}, column {err.colno})") from None
-    if isinstance(data, dict) and isinstance(data.get("data"), list):
-        data = data["data"]
+        return list(read_json_rows(file))
+    data = read_json_file(file)
     if isinstance(data, dict) and isinstance(data.get("set_id"), dict):
         # pandas' default "columns" orientation: {column: {row_index: value}}
         index = list(data["set_id"].keys())
         data = [{column: values.get(i) for column, values in data.items() if isinstance(values, dict)} for i in index]
-    if not isinstance(data, list):
-        raise BadInputError(f"{file}: expected a list of question sets (one object per set_id), got {type(data).__name__}")
-    rows = []
-    for i, obj in enumerate(data):
-        if not isinstance(obj, dict):
-            raise BadInputError(f"{file}: row {i}: expected an object, got {type(obj).__name__}")
-        rows.append((f"{file}: row {i}", obj))
-    return rows
+    return list(read_json_rows(file, data))
 
 
 def _order_of_tom_type(tom_type: str, where: str) -> int:

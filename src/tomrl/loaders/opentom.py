@@ -6,7 +6,7 @@
 
 The authors state the benchmark "shall not be used for training or fine-tuning": every example
 carries ``meta["evaluation_only"] = True``, the card says so, and recipes that put OpenToM in a
-training or validation split fail (:mod:`tomrl.recipes`).
+training or validation split fail (:mod:`tomrl.loaders.recipes`).
 
 Reads the JSONL conversion in ``shared/data/opentom`` (``opentom_meta.jsonl``,
 ``opentom_meta_long.jsonl``, ``opentom_questions.jsonl``) or the official
@@ -20,11 +20,10 @@ the narrator's-perspective (reality / memory) location questions, null for attit
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from tomrl.io import BadInputError, loads_json
-from tomrl.loaders.base import DatasetCard, Loader, LoaderOption, field_of, find_file, read_json_rows, story_sentence_count
+from tomrl.io import BadInputError
+from tomrl.loaders.base import DatasetCard, Loader, LoaderOption, field_of, find_file, read_json_file, read_json_rows, story_sentence_count
 from tomrl.schema import Example
 
 CARD = DatasetCard(
@@ -89,10 +88,7 @@ def _read_meta(file: Path) -> dict[str, dict]:
     """story_id -> meta row, from the JSONL conversion or the official ``{story_id: {...}}`` JSON."""
     if file.suffix == ".jsonl":
         return {field_of(row, "story_id", where, str): row for where, row in read_json_rows(file)}
-    try:
-        data = loads_json(file.read_text(encoding="utf-8"), str(file))
-    except json.JSONDecodeError as err:
-        raise BadInputError(f"{file}: invalid JSON ({err.msg} at line {err.lineno})") from None
+    data = read_json_file(file)
     if not isinstance(data, dict):
         raise BadInputError(f"{file}: expected an object of story_id -> story")
     return {str(k): {**v, "story_id": str(k)} for k, v in data.items()}
@@ -106,10 +102,7 @@ def _question_rows_official(folder: Path) -> list[tuple[str, dict]]:
             file = folder / name.replace("_new.json", ".json")
         if not file.is_file():
             raise BadInputError(f"{folder}: OpenToM file {name} not found")
-        try:
-            data = loads_json(file.read_text(encoding="utf-8"), str(file))
-        except json.JSONDecodeError as err:
-            raise BadInputError(f"{file}: invalid JSON ({err.msg} at line {err.lineno})") from None
+        data = read_json_file(file)
         if not isinstance(data, dict):
             raise BadInputError(f"{file}: expected an object of story_id -> list of questions")
         for story_id, questions in data.items():

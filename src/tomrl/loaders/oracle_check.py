@@ -6,9 +6,8 @@
 
 Each example gets ``meta["oracle_answer"]`` (the answer :func:`tomrl.world.parsers.answer_question`
 derives from the story, or ``None`` when it cannot parse or decide it), ``meta["oracle_disputes"]``
-(``True`` when that answer differs from the gold label) and ``meta["oracle_error"]`` where it
-failed. The oracle is imported lazily, so the loaders work (without the flags) where the world
-model is absent or broken; ``meta["oracle_disputes"]`` is then ``None``.
+(``True`` when that answer differs from the gold label; ``None`` when the oracle failed on the row)
+and ``meta["oracle_error"]`` where it failed.
 """
 
 from __future__ import annotations
@@ -18,27 +17,17 @@ from typing import Literal
 from tomrl.schema import Example
 
 
-def _answerer():
-    try:
-        from tomrl.world.parsers import answer_question
-    except Exception as err:  # the world model is optional for loading
-        return None, f"{type(err).__name__}: {err}"
-    return answer_question, None
-
-
 def flag_disputes(examples: list[Example], style: Literal["hitom", "tomi"]) -> list[Example]:
-    answer_question, import_error = _answerer()
+    from tomrl.world.parsers import answer_question  # imported here: loading the world model takes most of a second
+
     flagged = []
     for example in examples:
         meta = dict(example.meta)
-        if answer_question is None:
-            meta.update(oracle_answer=None, oracle_disputes=None, oracle_error=f"world model unavailable ({import_error})")
+        try:
+            answer = answer_question(example.story, example.question.strip(), style=style)
+        except Exception as err:  # unparsable row: recorded, not fatal
+            meta.update(oracle_answer=None, oracle_disputes=None, oracle_error=f"{type(err).__name__}: {err}")
         else:
-            try:
-                answer = answer_question(example.story, example.question.strip(), style=style)
-            except Exception as err:  # unparsable row: recorded, not fatal
-                meta.update(oracle_answer=None, oracle_disputes=None, oracle_error=f"{type(err).__name__}: {err}")
-            else:
-                meta.update(oracle_answer=answer, oracle_disputes=answer != example.answer)
+            meta.update(oracle_answer=answer, oracle_disputes=answer != example.answer)
         flagged.append(example.replace(meta=meta))
     return flagged

@@ -17,7 +17,7 @@ sets exactly as the paper used them); ``jsonl`` (a unified JSONL file of your ow
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from tomrl.config import ConfigError
 from tomrl.io import BadInputError
@@ -44,6 +44,24 @@ def get_loader(name: str) -> Loader:
 
 def card(name: str) -> DatasetCard:
     return get_loader(name).card
+
+
+def is_evaluation_only(example: Example) -> bool:
+    """The one rule for data whose authors forbid training on it (OpenToM): the row carries
+    ``meta["evaluation_only"]`` (such a loader marks every row, and JSONL copies keep the mark), or its
+    ``source`` names a data set whose card says so."""
+    loader = LOADERS.get(example.source)
+    return bool(example.meta.get("evaluation_only")) or (loader is not None and loader.card.evaluation_only)
+
+
+def refuse_evaluation_only(examples: Iterable[Example], purpose: str) -> None:
+    """Raise ConfigError naming the first evaluation-only example, which may not be used for ``purpose``."""
+    for example in examples:
+        if is_evaluation_only(example):
+            raise ConfigError(
+                f"example {example.id!r} ({example.source}) is evaluation-only data (its authors forbid training on it) "
+                f"and cannot go into {purpose}"
+            )
 
 
 def load(name: str, path: str | Path | None = None, **options: Any) -> list[Example]:

@@ -13,36 +13,11 @@ A *completion* is the text the model generated after the prompt. The prompt may 
 completion, but the format rules count it, so pass the prefill the prompt used (default
 ``"<think>"``; ``""`` for prompts without one, see :mod:`tomrl.prompts`).
 
-Schemes
--------
-``strict`` (tomrl's default)
-    Format: prefill + completion must read ``<think>`` reasoning ``</think>``, optional
-    whitespace, one ``<answer>`` non-empty answer ``</answer>``, then nothing but whitespace.
-    No other think/answer tag may appear anywhere (any spelling: ``<Answer>``, ``< /think >`` …
-    count as tags, so they break the format). Without a ``<think>`` prefill the think block is
-    optional (reasoning may then stand bare before the answer block), but when present it must
-    be exactly one well-formed block. An answer is read only from a well-formed completion.
-    Match: both sides normalised (lower-case, ``_`` → space, ``.,;:!?'"`` removed, whitespace
-    collapsed, one leading "the " dropped) and then *equal*. No substring or suffix matching:
-    "toolbox" is not "box", "the box or the basket" is never "box".
-``paper`` (Paper A's training reward, bigai-ai/ToM-RL on veRL)
-    Format: the four tags ``<think>``, ``</think>``, ``<answer>``, ``</answer>`` each exactly
-    once in prefill + completion and in that order (so a model that writes its own ``<think>``
-    after the prefill fails). Answer: the last ``<answer>…</answer>``, stripped; correct when
-    the format is ok, the answer is non-empty, and after Paper A's normalisation it equals the
-    gold or *ends with* it (the regex ``.*?GOLD\\s*\\b$``, so "toolbox" matches "box" and
-    "the box or the basket" matches "basket").
-``paper_eval`` (Paper A's evaluation script, ``eval_tom/reasoning_model_eval.py``)
-    The same last-tag extraction, normalisation and suffix match, with no format check: the
-    only requirement (``format_ok``) is that some ``<answer>…</answer>`` exists.
-``paper_b`` (Paper B: format reward + correctness reward, scored independently)
-    Format: Paper A's four-tag check. Answer: the last ``<answer>…</answer>``, matched with
-    the strict normaliser and equality. Paper B released no reward code; this is tomrl's reading
-    of "format 0.1 + correctness 1.0" (see docs/rewards.md).
-
-Paper A's normaliser is reproduced in its original order (lower-case; whitespace runs → one
-space and strip; delete ``.,;:!?``; then ``_`` → space), including its quirk that an underscore
-next to a space leaves a double space ("green_ drawer" → "green  drawer").
+Schemes: ``strict`` (tomrl's default: one well-formed think block and answer block, normalised
+equality), ``paper`` (Paper A's training reward: four-tag format, last answer tag, equal or *ends
+with* gold), ``paper_eval`` (Paper A's evaluation: the same match, no format check) and ``paper_b``
+(four-tag format, strict equality, independent). docs/rewards.md (Answer schemes) tables their
+format rules, extraction and normalisation, Paper A's quirks included.
 
 Every function here is total: any string (empty, megabytes long, control characters, lone
 surrogates) gives an answer and never raises.

@@ -79,6 +79,7 @@ class Reward:
     name: str = "reward"
     needs: tuple[str, ...] = ("answer",)  # dataset columns the reward must have
     optional: tuple[str, ...] = ("prefill",)  # dataset columns it reads where present
+    correct_means: str = "correct"  # what RewardResult.correct says, as summaries name it
 
     def __init__(self, prefill: str = DEFAULT_PREFILL):
         self.prefill = prefill

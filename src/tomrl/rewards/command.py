@@ -1,23 +1,17 @@
-"""Score completions with a reward: tomrl reward score --reward strict --input FILE --out FILE.
+"""Score completions with a reward: tomrl reward score --reward NAME --input FILE --out FILE.
 
     tomrl reward score --reward strict --input completions.jsonl --out scored.jsonl
     tomrl reward score --reward paper --prefill '' --input cot_completions.jsonl --out scored.jsonl
-    tomrl reward score --reward fidelity --input traces.jsonl --out scored.jsonl   # rows need story, source
+    tomrl reward score --reward fidelity --input traces.jsonl --out scored.jsonl --skip-bad   # rows need story, source
 
-Input: one JSON object per line with ``completion`` (the text generated after the prompt, or a
-list of chat messages) and ``answer`` (the gold). Other fields are kept and passed to the reward
-as columns (the fidelity reward reads ``story`` and ``source``; a ``prefill`` field overrides
-``--prefill`` for its row). Output: the same rows plus ``score``, ``format_ok``, ``correct``,
-``extracted``, ``components`` and ``reason``; written atomically (all or nothing). A summary
-with the mean score, the format rate and the accuracy (95 % Wilson interval, n) is printed.
-
-Any string scores: empty, megabytes long, control characters, odd unicode; what is not a
-well-formed completion is a format failure. Only a row that is not a JSON object, or lacks a
-string ``completion`` / ``answer``, is an input error (exit 2, naming file, line and field).
-With ``--skip-bad`` such a line is left out of the output instead, and the count of skipped
-lines (with the first few reasons) is printed with the summary:
-
-    tomrl reward score --reward strict --input completions.jsonl --out scored.jsonl --skip-bad
+Each input line holds ``completion`` (text, or a list of chat messages) and ``answer`` (the gold);
+other fields are kept and passed to the reward as columns (a ``prefill`` field overrides
+``--prefill`` for its row). Each output line adds ``score``, ``format_ok``, ``correct``,
+``extracted``, ``components`` and ``reason``; the file is written atomically, and the mean score,
+format rate and accuracy (95 % Wilson interval, n) are printed. Any string scores (a malformed
+completion is a format failure); only a line that is not a JSON object, or lacks a string
+``completion`` / ``answer``, is an input error (exit 2, naming file, line and field), which
+``--skip-bad`` leaves out of the output and counts instead.
 """
 
 from __future__ import annotations
@@ -26,11 +20,11 @@ import argparse
 import json
 from pathlib import Path
 
-REWARD_CHOICES = ("strict", "paper", "paper_b", "fidelity")
-
 
 def register(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--reward", required=True, choices=REWARD_CHOICES, help="reward to apply: strict (tomrl's default), paper (Paper A), paper_b (Paper B), fidelity (belief statements; rows need story, source)")
+    from tomrl.rewards.functions import REWARDS, rewards_help
+
+    parser.add_argument("--reward", required=True, choices=list(REWARDS), help=f"reward to apply: {rewards_help()}")
     parser.add_argument("--input", required=True, type=Path, help="JSONL with 'completion' and 'answer' per line")
     parser.add_argument("--out", required=True, type=Path, help="JSONL to write, one scored row per input row")
     parser.add_argument(
@@ -120,8 +114,7 @@ def run(args: argparse.Namespace) -> int:
     if scores:
         print(f"  mean score   {sum(scores) / len(scores):.4f}  (n={len(scores)})")
         print(f"  format ok    {accuracy(format_flags).format()}")
-        label = "no false statement" if args.reward == "fidelity" else "correct"
-        print(f"  {label:<12} {accuracy(correct_flags).format()}")
+        print(f"  {reward.correct_means:<12} {accuracy(correct_flags).format()}")
     if not_applicable:
         print(f"  not applicable (score null): {not_applicable}")
     return 0

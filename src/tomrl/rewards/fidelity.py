@@ -14,30 +14,14 @@ is looked up in the belief oracle (:class:`tomrl.world.oracle.BeliefOracle`) and
     from tomrl.rewards.fidelity import check_reasoning, FidelityReward
     report = check_reasoning(reasoning_text, story_text, style="hitom")
     report.score, report.checkable, report.true, report.false, report.statements
-    REWARDS["fidelity"](prompts, completions, story=[...], source=[...])   # TRL reward
+    FidelityReward()(prompts, completions, story=[...], source=[...])     # TRL reward
 
 or ``tomrl reward score --reward fidelity --input traces.jsonl --out scored.jsonl`` (rows with
 ``completion``, ``story`` and ``source``).
 
-What counts
------------
-- *Checkable*: the agents, the object and the container are all named in the story, the chain
-  repeats no agent, and the oracle gives the chain a belief about the object at some point.
-  Statements are deduplicated (repeating a true sentence earns nothing) and at most
-  ``MAX_STATEMENTS`` distinct ones are checked.
-- *Skipped* (found, never judged): negations ("Ben does not think …", "no longer in"),
-  questions, hypotheticals ("if …", "whether …"), reported speech ("Emma publicly claimed that
-  …", "told Ben that …": the story's own claims may be lies), hedged or unresolved subjects
-  ("he thinks", "Ben might think"), and containers the story never names.
-- *True / false*: with ``timing="any"`` (default) a statement is true when the chain held that
-  belief at *some* moment of the story, so a trace that walks through the story step by step is
-  not punished for describing an earlier state; with ``timing="final"`` only the belief at the
-  end of the story counts. ``final_true`` is reported under both.
-
-Score (``FidelityReport.score``): ``(true − contradiction_penalty × false) / checkable``, in
-[−penalty, 1]; 0.0 when nothing is checkable (no evidence either way), and None (the reward does
-not apply) when the story's source has no parser or the story cannot be parsed. A *contradiction*
-is a checkable statement the oracle refutes.
+Score (``FidelityReport.score``): ``(true − contradiction_penalty × false) / checkable``; 0.0 when
+nothing is checkable, None (not applicable) when the story's source has no parser or the story does
+not parse. What is checkable, skipped, true or false is listed in docs/rewards.md (Reasoning fidelity).
 
 The oracle is queried only through ``belief(chain, obj, at)`` and its event count, so any object
 with that method (the :class:`BeliefSource` protocol) plugs in.
@@ -50,20 +34,18 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Literal, Protocol, Sequence
 
+from pydantic import NonNegativeFloat
+
+from tomrl.config import setting
 from tomrl.rewards.answer import DEFAULT_PREFILL
 from tomrl.rewards.base import Reward, RewardResult, completion_text
+from tomrl.world.oracle import Semantics
 
 Timing = Literal["any", "final"]
 MAX_STATEMENTS = 256
 
 # Dataset `source` values and the parser style of their stories.
-SOURCE_STYLES: dict[str, str] = {
-    "tomrl-hitom": "hitom",
-    "hitom": "hitom",
-    "hi_tom": "hitom",
-    "tomrl-tomi": "tomi",
-    "tomi": "tomi",
-}
+SOURCE_STYLES: dict[str, str] = {"tomrl-hitom": "hitom", "hitom": "hitom", "hi_tom": "hitom", "tomrl-tomi": "tomi", "tomi": "tomi"}
 
 _MENTAL_VERBS = (
     r"(?:still\s+|also\s+|probably\s+|must\s+|then\s+|now\s+)?"
@@ -137,14 +119,7 @@ class FidelityReport:
     note: str = ""
 
     def components(self) -> dict[str, float]:
-        return {
-            "found": self.found,
-            "skipped": self.skipped,
-            "checkable": self.checkable,
-            "true": self.true,
-            "false": self.false,
-            "final_true": self.final_true,
-        }
+        return {name: getattr(self, name) for name in ("found", "skipped", "checkable", "true", "false", "final_true")}
 
     def reason(self) -> str:
         if self.score is None:
@@ -365,28 +340,27 @@ def score_statements(checked: Sequence[CheckedStatement], skipped: int = 0, cont
 
 
 def check_reasoning(
-    reasoning: str,
-    story: str,
-    style: str = "hitom",
-    semantics: str = "joint",
-    timing: Timing = "any",
-    contradiction_penalty: float = 1.0,
+    reasoning: str, story: str, style: str = "hitom", semantics: str = "joint", timing: Timing = "any", contradiction_penalty: float = 1.0
 ) -> FidelityReport:
     """Parse ``reasoning``'s belief statements and judge them against ``story``'s oracle."""
     try:
         world = world_from_story(story, style, semantics)
     except Exception as error:  # a reward must not stop training over one odd story
         return FidelityReport(None, 0, 0, 0, 0, 0, 0, note=f"story not parseable as {style}: {error}")
-    return check_with_world(reasoning, world, timing, contradiction_penalty)
-
-
-def check_with_world(reasoning: str, world: StoryWorld, timing: Timing = "any", contradiction_penalty: float = 1.0) -> FidelityReport:
     parsed = parse_statements(reasoning, world)
-    checked = check_statements(parsed.statements, world, timing)
-    return score_statements(checked, parsed.skipped, contradiction_penalty)
+    return score_statements(check_statements(parsed.statements, world, timing), parsed.skipped, contradiction_penalty)
 
 
 # ----------------------------------------------------------------------------- the reward
+
+
+@dataclass(frozen=True)
+class FidelityOptions:
+    """Options of the fidelity reward (``reward_options: {fidelity: {…}}`` in a training config)."""
+
+    timing: Timing = setting("any", help="any: a statement is true if its chain held that belief at some moment of the story; final: at the end")
+    contradiction_penalty: NonNegativeFloat = setting(1.0, help="weight of each false statement against the true ones (>= 0)")
+    semantics: Semantics | None = setting(None, help="oracle rule of the labels; null = the row's meta.semantics, else joint")
 
 
 class FidelityReward(Reward):
@@ -399,13 +373,10 @@ class FidelityReward(Reward):
     name = "fidelity"
     needs = ("story", "source")
     optional = ("prefill", "meta")
+    correct_means = "no false statement"
 
-    def __init__(self, prefill: str = DEFAULT_PREFILL, timing: Timing = "any", contradiction_penalty: float = 1.0, semantics: str | None = None):
-        if timing not in ("any", "final"):
-            raise ValueError(f"timing must be 'any' or 'final', got {timing!r}")
-        if contradiction_penalty < 0:
-            raise ValueError(f"contradiction_penalty must be >= 0, got {contradiction_penalty}")
-        self.timing, self.contradiction_penalty, self.semantics = timing, contradiction_penalty, semantics
+    def __init__(self, prefill: str = DEFAULT_PREFILL, options: FidelityOptions = FidelityOptions()):
+        self.options = options
         super().__init__(prefill)
 
     def score(self, completion: Any, answer: Any = None, prefill: str | None = None, story: Any = None, source: Any = None, meta: Any = None, **columns: Any) -> RewardResult:
@@ -416,9 +387,9 @@ class FidelityReward(Reward):
         if style is None:
             report = FidelityReport(None, 0, 0, 0, 0, 0, 0, note=f"no story parser for source {source!r} (known: {', '.join(SOURCE_STYLES)})")
         else:
-            semantics = self.semantics or (meta.get("semantics") if isinstance(meta, dict) else None) or "joint"
+            semantics = self.options.semantics or (meta.get("semantics") if isinstance(meta, dict) else None) or "joint"
             reasoning = reasoning_text(completion_text(completion), prefill)
-            report = check_reasoning(reasoning, story, style, semantics, self.timing, self.contradiction_penalty)
+            report = check_reasoning(reasoning, story, style, semantics, self.options.timing, self.options.contradiction_penalty)
         return RewardResult(
             reward=self.name,
             score=report.score,
@@ -430,4 +401,4 @@ class FidelityReward(Reward):
         )
 
     def __repr__(self) -> str:
-        return f"FidelityReward(prefill={self.prefill!r}, timing={self.timing!r}, contradiction_penalty={self.contradiction_penalty})"
+        return f"FidelityReward(prefill={self.prefill!r}, options={self.options!r})"

@@ -1,48 +1,36 @@
 """Reward functions with TRL's signature, their registry, and per-sample details for logging.
 
-    from tomrl.rewards.functions import REWARDS, make_reward, score_one
-    trainer = GRPOTrainer(..., reward_funcs=[REWARDS["strict"]])           # TRL calls it per batch
-    REWARDS["strict"](prompts, completions, answer=["green_drawer", ...])   # -> [3.0, -1.0, ...]
-    REWARDS["strict"].details(prompts, completions, answer=[...])          # -> [RewardResult, ...]
-    score_one("paper", "…</think><answer>toolbox</answer>", "box")        # -> RewardResult(score=3.0, …)
-    make_reward("strict", prefill="")                                      # for prompts without a prefill
+    from tomrl.rewards.functions import make_reward, score_one
+    strict = make_reward("strict")                                    # make_reward("strict", prefill="") for no prefill
+    trainer = GRPOTrainer(..., reward_funcs=[strict])                  # TRL calls it per batch
+    strict(prompts, completions, answer=["green_drawer", ...])         # -> [3.0, -1.0, ...]
+    strict.details(prompts, completions, answer=[...])                 # -> [RewardResult, ...]
+    score_one("paper", "…</think><answer>toolbox</answer>", "box")    # -> RewardResult(score=3.0, …)
+    make_reward("fidelity", timing="final")                            # options: checked against FidelityOptions
 
 or from the shell: ``tomrl reward score --reward strict --input completions.jsonl --out scored.jsonl``.
 
-Rewards (see :mod:`tomrl.rewards.answer` for what "format" and "correct" mean per scheme):
+``REWARDS`` maps each name to its factory, a line of help and its options dataclass: the choices,
+``--help`` and checks of ``TrainConfig.rewards`` / ``reward_options`` and ``tomrl reward score``
+come from it. A new reward is a :class:`Reward` subclass (``name``, ``needs``, ``score``) and a
+line ``register_reward(name, RewardClass, help=…, options=…)`` (docs/rewards.md: the rewards).
 
-============  ========================  ==========================================  ==============
-name          answer scheme             score                                       totals
-============  ========================  ==========================================  ==============
-``strict``    strict (the default)      format ±1, answer ±2; format failure → −2   3, −1, −3
-``paper``     Paper A training          format ±1, answer ±2; format failure → −2   3, −1, −3
-``paper_b``   Paper B                   0.1 × format ok + 1.0 × correct             0, 0.1, 1, 1.1
-``fidelity``  belief statements         share of true statements − penalty × share  −1 … 1, or None
-                                        of false ones (:mod:`tomrl.rewards.fidelity`)
-============  ========================  ==========================================  ==============
-
-``strict`` keeps Paper A's scale on purpose: a run with ``strict`` and one with ``paper`` differ
-only in what counts as well-formed and correct, not in the size of the signal.
-
-Every reward is a callable ``f(prompts, completions, answer=None, **columns) -> list[float | None]``
-(TRL passes the dataset's other columns as keyword lists). ``completions`` may be strings or TRL's
-conversational form (a list of ``{"role", "content"}`` messages per completion). A completion is
-the text generated *after* the prompt; the prompt's prefill (``"<think>"`` for Paper A prompts) is
-given when the reward is made (``make_reward(name, prefill=…)``) or per row by a dataset column
-``prefill``. When TRL hands the reward its ``log_extra`` / ``log_metric`` hooks, the reward adds
-``<name>/format_ok``, ``<name>/correct`` and ``<name>/extracted`` columns to the completions table
-and their batch rates to the metrics.
+Every reward is TRL-callable, ``f(prompts, completions, answer=None, **columns)``, with the
+prompt's prefill given to ``make_reward`` or per row by a ``prefill`` column (:class:`Reward`).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, fields
+from functools import partial
 from typing import Any, Callable
 
+from tomrl.config import config_from_dict
 from tomrl.rewards.answer import DEFAULT_PREFILL, AnswerCheck, Scheme, check_answer
 from tomrl.rewards.base import Reward, RewardResult, completion_text
-from tomrl.rewards.fidelity import FidelityReward
+from tomrl.rewards.fidelity import FidelityOptions, FidelityReward
 
-__all__ = ["REWARDS", "REWARD_NAMES", "AnswerReward", "FidelityReward", "Reward", "RewardResult", "completion_text", "make_reward", "score_one"]
+__all__ = ["REWARDS", "AnswerReward", "FidelityReward", "Reward", "RewardResult", "completion_text", "make_reward", "register_reward", "score_one"]
 
 
 # ----------------------------------------------------------------------------- scoring rules
@@ -72,53 +60,70 @@ class AnswerReward(Reward):
         gold = "" if answer is None else str(answer)
         check = check_answer(completion_text(completion), gold, self.scheme, prefill=prefill)
         components = self.rule(check)
-        return RewardResult(
-            reward=self.name,
-            score=float(sum(components.values())),
-            format_ok=check.format_ok,
-            correct=check.correct,
-            extracted=check.extracted,
-            components=components,
-            reason=check.reason,
-        )
+        return RewardResult(reward=self.name, score=float(sum(components.values())), format_ok=check.format_ok, correct=check.correct,
+                            extracted=check.extracted, components=components, reason=check.reason)
 
     def __repr__(self) -> str:
         return f"AnswerReward(name={self.name!r}, scheme={self.scheme!r}, prefill={self.prefill!r})"
 
-    def __reduce__(self):  # picklable for multi-process data loading
-        return (AnswerReward, (self.name, self.scheme, self.rule, self.prefill))
-
 
 # ----------------------------------------------------------------------------- registry
 
-REWARD_NAMES: tuple[str, ...] = ("strict", "paper", "paper_b", "fidelity")
+
+@dataclass(frozen=True)
+class RewardEntry:
+    """``make(prefill=…[, options=<options dataclass>]) -> Reward``, a line of help, the options dataclass or None."""
+
+    name: str
+    make: Callable[..., Reward]
+    help: str
+    options: type | None = None
+
+
+REWARDS: dict[str, RewardEntry] = {}
+
+
+def register_reward(name: str, make: Callable[..., Reward], *, help: str, options: type | None = None) -> RewardEntry:
+    """Register reward ``name``; a second registration of a name is an error (it would change what configs run)."""
+    if name in REWARDS:
+        raise ValueError(f"reward {name!r} is already registered")
+    REWARDS[name] = RewardEntry(name, make, help, options)
+    return REWARDS[name]
+
+
+def registered_reward(name: str) -> str:
+    """``name``, if a reward is registered under it (the validator of ``TrainConfig.rewards``)."""
+    if name not in REWARDS:
+        raise ValueError(f"unknown reward {name!r}; known: {', '.join(REWARDS)}")
+    return name
+
+
+def rewards_help() -> str:
+    """The registered rewards with their help and options, for ``--help`` texts."""
+    options = {e.name: f"; options: {', '.join(f.name for f in fields(e.options))}" for e in REWARDS.values() if e.options}
+    return "; ".join(f"{e.name} ({e.help}{options.get(e.name, '')})" for e in REWARDS.values())
 
 
 def make_reward(name: str, prefill: str = DEFAULT_PREFILL, **options: Any) -> Reward:
-    """A fresh reward ``name`` for prompts that end with ``prefill`` (``""`` when they have none).
-
-    ``options`` go to the fidelity reward (``timing``, ``contradiction_penalty``, ``semantics``).
-    """
-    if name == "strict":
-        reward: Reward = AnswerReward("strict", "strict", paper_a_score, prefill)
-    elif name == "paper":
-        reward = AnswerReward("paper", "paper", paper_a_score, prefill)
-    elif name == "paper_b":
-        reward = AnswerReward("paper_b", "paper_b", paper_b_score, prefill)
-    elif name == "fidelity":
-        return FidelityReward(prefill=prefill, **options)
-    else:
-        raise KeyError(f"unknown reward {name!r}; known: {', '.join(REWARD_NAMES)}")
-    if options:
-        raise TypeError(f"reward {name!r} takes no options, got {', '.join(options)}")
-    return reward
-
-
-REWARDS: dict[str, Reward] = {name: make_reward(name) for name in REWARD_NAMES}
+    """A fresh reward ``name`` for prompts that end with ``prefill`` (``""`` for none); ``options`` become its
+    options dataclass (an unknown key, a wrong type or an impossible value is an error)."""
+    entry = REWARDS[registered_reward(name)]
+    if entry.options is None:
+        if options:
+            raise TypeError(f"reward {name!r} takes no options, got {', '.join(options)}")
+        return entry.make(prefill=prefill)
+    return entry.make(prefill=prefill, options=config_from_dict(entry.options, options, f"options of reward {name!r}"))
 
 
 def score_one(reward_name: str, completion: Any, answer: Any = None, prefill: str = DEFAULT_PREFILL, **columns: Any) -> RewardResult:
     """Score one completion with reward ``reward_name`` (columns: ``story``, ``source`` … where needed)."""
-    if reward_name not in REWARDS:
-        raise KeyError(f"unknown reward {reward_name!r}; known: {', '.join(REWARD_NAMES)}")
-    return REWARDS[reward_name].score(completion, answer=answer, prefill=prefill, **columns)
+    return make_reward(reward_name, prefill=prefill).score(completion, answer=answer, **columns)
+
+
+# strict keeps Paper A's scale on purpose: a run with strict and one with paper differ only in what
+# counts as well-formed and correct (tomrl.rewards.answer), not in the size of the signal.
+register_reward("strict", partial(AnswerReward, "strict", "strict", paper_a_score), help="strict scheme; format ±1, answer ±2 (−2 on a format failure): 3, −1, −3")
+register_reward("paper", partial(AnswerReward, "paper", "paper", paper_a_score), help="Paper A's training reward, same scale: 3, −1, −3")
+register_reward("paper_b", partial(AnswerReward, "paper_b", "paper_b", paper_b_score), help="Paper B's: 0.1 × format ok + 1.0 × correct")
+register_reward("fidelity", FidelityReward, options=FidelityOptions,
+                help="(true − penalty × false) / checkable belief statements in <think>, −1 … 1, None where it does not apply; rows need story, source")

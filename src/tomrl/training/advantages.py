@@ -1,29 +1,23 @@
 """Advantage maths for REINFORCE++ and REINFORCE++-baseline, as pure tensor functions.
 
-GRPO's group-normalised advantages are TRL's own (``GRPOTrainer``, ``scale_rewards="group"``);
-this module holds what TRL does not have: REINFORCE++ exactly as OpenRLHF defines it
-(``openrlhf/trainer/ppo_utils/experience_maker.py`` and ``openrlhf/models/utils.py``), which is
-the algorithm Paper B trains with. For one batch of completions:
+GRPO's group-normalised advantages are TRL's own; this module holds what TRL does not have:
+REINFORCE++ exactly as OpenRLHF defines it (``openrlhf/trainer/ppo_utils/experience_maker.py`` and
+``openrlhf/models/utils.py``), which Paper B trains with: token rewards ``r_t = −β · kl_t`` plus the
+outcome reward on the last valid token, returns ``G_t = Σ_{s ≥ t} γ^{s−t} r_s`` as advantages (no
+critic), whitened over *all valid tokens of the batch*. REINFORCE++-baseline (OpenRLHF's
+``reinforce_baseline``) first subtracts each prompt group's mean reward. docs/training.md walks
+through the steps.
 
-1. per-token KL to the reference policy, ``kl_t = log π_old(a_t) − log π_ref(a_t)`` (estimator
-   ``k1``; ``k2`` and ``k3`` as in OpenRLHF's ``compute_approx_kl``);
-2. token rewards ``r_t = −β · kl_t``, plus the outcome reward ``R`` on the last valid token;
-3. returns as a reverse cumulative sum, ``G_t = Σ_{s ≥ t} γ^{s−t} r_s`` (γ = 1 by default);
-   the advantage is the return (no critic);
-4. whitening over *all valid tokens of the batch*: ``(A − mean) / sqrt(var)`` with the mean and
-   the (population) variance taken over every unmasked token, the variance clamped at 1e-8.
+    from tomrl.training.advantages import AdvantageInputs, reinforce_pp_advantages
+    advantages = reinforce_pp_advantages(AdvantageInputs(rewards, mask, group_size=8, logps=logps, ref_logps=ref_logps, kl_coef=0.001))
 
-REINFORCE++-baseline (OpenRLHF's ``reinforce_baseline``) first subtracts each prompt group's
-mean outcome reward from its completions' rewards, then runs the same steps 2-4.
-
-    from tomrl.training.advantages import reinforce_pp_advantages
-    advantages = reinforce_pp_advantages(rewards, mask, logps, ref_logps, kl_coef=0.001)
-
-Tested against hand-computed values in ``tests/training/test_advantages.py``.
+These two functions are what the trainer runs (registered in :mod:`tomrl.training.algorithms`);
+tested against hand-computed values in ``tests/training/test_advantages.py``.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Callable, Literal
 
 import torch
@@ -118,47 +112,51 @@ def subtract_group_mean(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
     return (grouped - grouped.mean(dim=1, keepdim=True)).view(-1)
 
 
-def reinforce_pp_advantages(
-    outcome_rewards: torch.Tensor,
-    mask: torch.Tensor,
-    logps: torch.Tensor | None = None,
-    ref_logps: torch.Tensor | None = None,
-    kl_coef: float = 0.0,
-    kl_estimator: KLEstimator = "k1",
-    gamma: float = 1.0,
-    sum_across_processes: SumAcrossProcesses = _identity,
-) -> torch.Tensor:
-    """REINFORCE++ token advantages (B, T): KL-shaped token rewards, reverse cumsum, global whitening.
+@dataclass(frozen=True)
+class AdvantageInputs:
+    """One generation batch as an algorithm's advantage function reads it (built by the trainer).
 
-    ``logps`` are the log-probabilities of the sampled tokens under the policy that sampled them,
-    ``ref_logps`` under the reference policy; both may be None when ``kl_coef`` is 0 (no KL term).
+    ``rewards`` (N,): the weighted outcome reward of every completion of *every* process, in TRL's
+    order (each prompt's ``group_size`` completions in a row; a group may span processes);
+    ``rows``: this process's part of them, whose completion tokens ``mask`` (B, T) marks.
+    ``logps`` and ``ref_logps`` (B, T): log-probabilities of the sampled tokens under the sampling
+    policy and the reference, given where ``kl_coef`` > 0 (the KL goes into the rewards).
     """
+
+    rewards: torch.Tensor
+    mask: torch.Tensor
+    group_size: int
+    rows: slice = field(default_factory=lambda: slice(None))  # slices are unhashable (before 3.12): no plain default
+    logps: torch.Tensor | None = None
+    ref_logps: torch.Tensor | None = None
+    kl_coef: float = 0.0
+    kl_estimator: KLEstimator = "k1"
+    gamma: float = 1.0
+    sum_across_processes: SumAcrossProcesses = _identity
+
+    @property
+    def local_rewards(self) -> torch.Tensor:
+        return self.rewards[self.rows].to(self.mask.device)
+
+
+def reinforce_pp_advantages(batch: AdvantageInputs) -> torch.Tensor:
+    """REINFORCE++ token advantages (B, T): KL-shaped token rewards, reverse cumsum, global whitening."""
+    return _reinforce_pp(batch.local_rewards, batch)
+
+
+def reinforce_pp_baseline_advantages(batch: AdvantageInputs) -> torch.Tensor:
+    """REINFORCE++-baseline: subtract the group-mean reward, then as :func:`reinforce_pp_advantages`."""
+    # Over every process's rewards, then sliced: a group may span processes.
+    centred = subtract_group_mean(batch.rewards, batch.group_size)[batch.rows]
+    return _reinforce_pp(centred.to(batch.mask.device), batch)
+
+
+def _reinforce_pp(outcome_rewards: torch.Tensor, batch: AdvantageInputs) -> torch.Tensor:
     kl = None
-    if kl_coef > 0.0:
-        if logps is None or ref_logps is None:
+    if batch.kl_coef > 0.0:
+        if batch.logps is None or batch.ref_logps is None:
             raise ValueError("kl_coef > 0 needs the policy's and the reference's log-probabilities")
-        kl = approx_kl(logps, ref_logps, kl_estimator)
-    rewards = token_level_rewards(outcome_rewards, mask, kl, kl_coef)
-    returns = reverse_cumulative_returns(rewards, mask, gamma)
-    return whiten_over_valid_tokens(returns, mask, sum_across_processes)
-
-
-def reinforce_pp_baseline_advantages(
-    outcome_rewards: torch.Tensor,
-    mask: torch.Tensor,
-    group_size: int,
-    logps: torch.Tensor | None = None,
-    ref_logps: torch.Tensor | None = None,
-    kl_coef: float = 0.0,
-    kl_estimator: KLEstimator = "k1",
-    gamma: float = 1.0,
-    sum_across_processes: SumAcrossProcesses = _identity,
-) -> torch.Tensor:
-    """REINFORCE++-baseline: subtract the group-mean reward, then as :func:`reinforce_pp_advantages`.
-
-    ``outcome_rewards`` must hold whole groups (consecutive blocks of ``group_size``), as in TRL.
-    """
-    centred = subtract_group_mean(outcome_rewards, group_size)
-    return reinforce_pp_advantages(
-        centred, mask, logps, ref_logps, kl_coef, kl_estimator, gamma, sum_across_processes
-    )
+        kl = approx_kl(batch.logps, batch.ref_logps, batch.kl_estimator)
+    rewards = token_level_rewards(outcome_rewards, batch.mask, kl, batch.kl_coef)
+    returns = reverse_cumulative_returns(rewards, batch.mask, batch.gamma)
+    return whiten_over_valid_tokens(returns, batch.mask, batch.sum_across_processes)

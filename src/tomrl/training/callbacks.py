@@ -25,9 +25,8 @@ from typing import Any, Sequence
 
 from transformers import TrainerCallback
 
-from tomrl.io import JsonlAppender, atomic_write_json, iter_jsonl
+from tomrl.io import JsonlAppender, atomic_write_json, iter_jsonl, write_folder_atomically
 from tomrl.schema import Example
-from tomrl.training.checkpoints import write_folder_atomically
 
 # TRL's keys renamed to tomrl's (the others keep TRL's names).
 RENAMED = {

@@ -15,26 +15,24 @@ Layout of a run folder::
       tensorboard/            the same metrics for TensorBoard
       summary.json            written when training ends
 
-Every checkpoint and model folder is written under a temporary name and renamed into place,
-so a crash leaves either the previous folder or the new one, never half of one. A resumed run
-drops the log rows written after its checkpoint, so the logs read as if it never stopped.
+Every checkpoint and model folder is written under a temporary name and renamed into place
+(:func:`tomrl.io.write_folder_atomically`), so a crash leaves either the previous folder or the new
+one, never half of one. A resumed run drops the log rows written after its checkpoint, so the logs
+read as if it never stopped.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 from pathlib import Path
-from typing import Callable
 
-from tomrl.io import atomic_write_text, iter_jsonl
+from tomrl.io import PARTIAL_SUFFIX, RETIRED_SUFFIX, atomic_write_text, iter_jsonl, recover_interrupted_publish
 
 CHECKPOINTS = "checkpoints"
 CHECKPOINT_PATTERN = re.compile(r"^checkpoint-(\d+)$")
 STEP_LOGS = ("metrics.jsonl", "samples.jsonl", "validation.jsonl", "validation_samples.jsonl")
-PARTIAL_SUFFIX = ".partial"
 
 
 def checkpoint_dirs(run_dir: str | Path) -> list[Path]:
@@ -59,49 +57,17 @@ def checkpoint_step(path: str | Path) -> int:
 
 
 def remove_partial(folder: str | Path) -> None:
-    """Clean up after writes a crash interrupted: delete ``*.partial`` folders, except that a
-    retired ``X.old.partial`` whose ``X`` is missing (a crash between the two renames of
-    :func:`publish_folder`) is renamed back to ``X``, the last complete version."""
+    """Clean up after writes a crash interrupted: delete ``*.partial`` folders, except that a retired
+    ``X.old.partial`` whose ``X`` is missing (a crash between the two renames of a publish) is renamed
+    back to ``X``, the last complete version (:func:`tomrl.io.recover_interrupted_publish`)."""
     folder = Path(folder)
     if not folder.is_dir():
         return
-    retired_suffix = ".old" + PARTIAL_SUFFIX
     for path in sorted(folder.iterdir()):
-        if path.name.endswith(retired_suffix):
-            original = path.with_name(path.name[: -len(retired_suffix)])
-            if not original.exists():
-                os.replace(path, original)
-                continue
-        if path.name.endswith(PARTIAL_SUFFIX):
+        if path.name.endswith(RETIRED_SUFFIX):
+            recover_interrupted_publish(path.with_name(path.name.removesuffix(RETIRED_SUFFIX)))
+        elif path.name.endswith(PARTIAL_SUFFIX):
             shutil.rmtree(path, ignore_errors=True)
-
-
-def publish_folder(staging: Path, target: Path) -> None:
-    """Move a fully written folder into place, replacing ``target`` if it exists."""
-    _fsync_tree(staging)
-    if target.exists():
-        retired = target.with_name(target.name + ".old" + PARTIAL_SUFFIX)
-        shutil.rmtree(retired, ignore_errors=True)
-        os.replace(target, retired)
-        os.replace(staging, target)
-        shutil.rmtree(retired, ignore_errors=True)
-    else:
-        os.replace(staging, target)
-
-
-def write_folder_atomically(target: str | Path, write: Callable[[Path], None]) -> Path:
-    """Call ``write(staging_dir)``, then move the staging folder to ``target`` in one rename."""
-    target = Path(target)
-    staging = target.with_name(target.name + PARTIAL_SUFFIX)
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
-    try:
-        write(staging)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    publish_folder(staging, target)
-    return target
 
 
 def keep_latest_checkpoints(run_dir: str | Path, keep: int = 1) -> None:
@@ -117,11 +83,3 @@ def truncate_step_logs(run_dir: str | Path, step: int) -> None:
             continue
         kept = [row for _, row in iter_jsonl(path, allow_torn_tail=True) if int(row.get("step", 0)) <= step]
         atomic_write_text(path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in kept))
-
-
-def _fsync_tree(folder: Path) -> None:
-    # Flush file contents before the rename makes the folder visible under its final name.
-    for path in folder.rglob("*"):
-        if path.is_file():
-            with open(path, "rb") as handle:
-                os.fsync(handle.fileno())

@@ -16,11 +16,15 @@ completions per step.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import AfterValidator
 
 from tomrl.config import setting
+from tomrl.prompts import PromptConfig
+from tomrl.rewards.functions import make_reward, registered_reward, rewards_help
+from tomrl.training.algorithms import ALGORITHMS, algorithms_help, registered_algorithm
 
-Algorithm = Literal["grpo", "reinforce_pp", "reinforce_pp_baseline"]
 LossType = Literal["grpo", "dr_grpo", "dapo", "bnpo"]
 KLEstimator = Literal["k1", "k2", "k3"]
 RolloutEngine = Literal["auto", "slots", "transformers"]
@@ -144,14 +148,12 @@ class WarmStartConfig:
 
 @dataclass(frozen=True)
 class TrainConfig:
+    moved_keys: ClassVar[dict[str, str]] = {"prompt_style": "prompt.style", "prefill": "prompt.prefill"}  # named by the unknown-key error
     model: str = setting("smollm2-135m", help="policy to train: an embedded name (smollm2-135m, tiny-qwen2), hub id or local path")
     run_dir: str = setting("runs/train", help="folder of the run: config, logs, checkpoints, best and final model")
     seed: int = setting(0, help="seed of data order, sampling and initialisation")
-    algorithm: Algorithm = setting(
-        "grpo",
-        help="grpo: group-normalised advantages, KL in the loss (Paper A); reinforce_pp: REINFORCE++ as in OpenRLHF "
-        "(KL in the token rewards, returns whitened over the batch, no critic; Paper B); reinforce_pp_baseline: "
-        "group-mean subtraction, then the same",
+    algorithm: Annotated[str, AfterValidator(registered_algorithm)] = setting(
+        "grpo", help=f"RL algorithm of tomrl.training.algorithms (register_algorithm adds one): {algorithms_help()}"
     )
     loss_type: LossType = setting(
         "grpo",
@@ -159,15 +161,12 @@ class TrainConfig:
         "micro-batch's tokens; dapo = over the step's tokens; dr_grpo = sum / (sequences x max_completion_length)",
     )
     data: DataConfig = setting(default_factory=DataConfig, help="training and validation data")
-    prompt_style: str = setting("paper_a", help="prompt style of tomrl.prompts (paper_a: think/answer tags, two assumptions)")
-    prefill: str | None = setting(
-        None, help="text the assistant turn starts with; null = the prompt style's own (paper_a: '<think>'); '' = none"
-    )
-    rewards: list[str] = setting(
+    prompt: PromptConfig = setting(default_factory=PromptConfig, help="how examples become prompts (tomrl.prompts)")
+    rewards: list[Annotated[str, AfterValidator(registered_reward)]] = setting(
         default_factory=lambda: ["paper"],
-        help="reward functions of tomrl.rewards.REWARDS, summed with reward_weights (paper: Paper A's format +1/-1 and "
-        "answer +2/-2; paper_b: 0.1 format + 1.0 correct; strict; fidelity)",
+        help=f"rewards of tomrl.rewards.functions (register_reward adds one), summed with reward_weights: {rewards_help()}",
     )
+    reward_options: dict[str, dict[str, Any]] = setting(default_factory=dict, help="options of rewards that take them, e.g. {fidelity: {timing: final}}")
     reward_weights: list[float] | None = setting(None, help="one weight per reward function; null = all 1")
     prompts_per_step: int = setting(8, help="prompts per optimizer step (Paper A: 8)")
     rollouts_per_prompt: int = setting(16, help="completions sampled per prompt (Paper A: 16, Paper B: 8)")
@@ -205,22 +204,18 @@ class TrainConfig:
         "loss, with the prompt's compute paid once per group. Used where it applies (one process, no gradient "
         "checkpointing, text only); else TRL's forward",
     )
-    kl_coef: float = setting(0.001, help="KL coefficient beta (Paper A: 0.001 in the loss)")
+    kl_coef: float = setting(0.001, help="beta: + beta x KL (k3) per token in the loss, averaged as the policy loss (Paper A: 0.001), or - beta x KL in each token reward")
     kl_estimator: KLEstimator = setting(
         "k1", help="KL estimator of the in-reward KL of REINFORCE++ (OpenRLHF default k1); the loss KL is TRL's k3"
     )
-    kl_in_reward: bool | None = setting(
-        None,
-        help="put -beta*KL into the token rewards (true) or KL into the loss (false); null = per algorithm: "
-        "reinforce_pp in the reward (OpenRLHF), grpo and reinforce_pp_baseline in the loss",
-    )
+    kl_in_reward: bool | None = setting(None, help="put -beta*KL into the token rewards (true) or into the loss (false); null = the algorithm's place")
     gamma: float = setting(1.0, help="discount of REINFORCE++ returns")
     scale_rewards: Literal["group", "batch", "none"] = setting(
         "group", help="grpo only: divide advantages by the group's std (group), the batch's (batch) or not (none; Dr. GRPO)"
     )
     clip_epsilon: float = setting(0.2, help="PPO clip range (Paper A: 0.2)")
     clip_epsilon_high: float | None = setting(None, help="upper clip range (DAPO's clip-higher); null = clip_epsilon")
-    entropy_coef: float = setting(0.0, help="entropy bonus coefficient (Paper A's veRL run: 0.001)")
+    entropy_coef: float = setting(0.0, help="entropy bonus: - entropy_coef x the mean token entropy of the micro-batch in the loss (Paper A: 0.001)")
     num_iterations: int = setting(1, help="optimisation passes over each batch of rollouts (PPO epochs)")
     mask_truncated_completions: bool = setting(False, help="exclude completions cut by max_completion_length from the loss")
     dynamic_sampling: bool = setting(
@@ -294,10 +289,15 @@ class TrainConfig:
             raise ValueError(f"num_iterations must be >= 1, got {self.num_iterations}")
         if self.dynamic_sampling_max_rounds < 1:
             raise ValueError(f"dynamic_sampling_max_rounds must be >= 1, got {self.dynamic_sampling_max_rounds}")
-        if self.algorithm != "grpo" and self.scale_rewards != "group":
-            raise ValueError("scale_rewards applies to grpo only; REINFORCE++ whitens over the batch's tokens")
-        if self.kl_in_reward and self.algorithm == "grpo":
-            raise ValueError("kl_in_reward=true needs algorithm reinforce_pp or reinforce_pp_baseline (GRPO's KL is in the loss)")
+        own_advantages = ALGORITHMS[self.algorithm].advantages is not None
+        if own_advantages and self.scale_rewards != "group":
+            raise ValueError(f"scale_rewards applies to TRL's group-normalised advantages (grpo) only, not to {self.algorithm}'s")
+        if self.kl_in_reward and not own_advantages:
+            raise ValueError(f"kl_in_reward=true needs an algorithm that computes its own advantages ({self.algorithm}'s KL is in the loss)")
+        for name, options in self.reward_options.items():
+            if name not in self.rewards:
+                raise ValueError(f"reward_options.{name}: {name!r} is not one of rewards {self.rewards}")
+            make_reward(name, **options)  # an unknown, mistyped or impossible option fails here, before any data is prepared
         if self.rollout_engine == "slots" and (self.use_vllm or self.lora.enabled):
             raise ValueError("rollout_engine=slots cannot sample for use_vllm or a LoRA policy; set it to auto or transformers")
         if self.use_vllm and self.stop_at_answer:
@@ -310,9 +310,7 @@ class TrainConfig:
     @property
     def puts_kl_in_reward(self) -> bool:
         """Where beta*KL goes: the token rewards (REINFORCE++) or the loss (GRPO, TRL's k3 estimator)."""
-        if self.kl_in_reward is not None:
-            return self.kl_in_reward
-        return self.algorithm == "reinforce_pp"
+        return ALGORITHMS[self.algorithm].kl_in_reward if self.kl_in_reward is None else self.kl_in_reward
 
 
 __all__ = ["TrainConfig", "DataConfig", "LoraSettings", "EvalDuringTraining", "WarmStartConfig"]

@@ -1,7 +1,7 @@
 """Training and validation examples of a run: built once, frozen in RUN_DIR/data, read on resume.
 
 The data come from one of three sources (``TrainConfig.data``): unified-schema JSONL files, a
-paper recipe (``tomrl.recipes.build_recipe``), or tomrl's generator — optionally as a
+paper recipe (``tomrl.loaders.recipes.build_recipe``), or tomrl's generator — optionally as a
 curriculum, one generator config per stage, trained in stage order. Generated stages never
 share a story with an earlier stage, and the validation set never shares one with training.
 
@@ -13,9 +13,10 @@ data are rebuilt (a crash between the files must not pass for "no validation set
     from tomrl.training.data import prepare_data
     train, validation = prepare_data(cfg, run_dir)
 
-OpenToM is refused: its licence and its authors ask that it is used for evaluation only. The
-validation set must be a dev split, never a test set (:mod:`tomrl.training.split_rule`): the check
-runs when the data are built, and its finding is frozen beside them in ``split_check.json``.
+Evaluation-only data (OpenToM, whose licence and authors ask that it is used for evaluation only)
+is refused in both sets (:func:`tomrl.loaders.registry.refuse_evaluation_only`). The validation set
+must be a dev split, never a test set (:mod:`tomrl.training.split_rule`): the check runs when the
+data are built, and its finding is frozen beside them in ``split_check.json``.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import Sequence
 
 from tomrl.config import ConfigError
 from tomrl.io import atomic_write_json
+from tomrl.loaders.registry import refuse_evaluation_only
 from tomrl.schema import Example, ReadReport, read_examples, write_examples
 from tomrl.training.split_rule import SPLIT_CHECK_FILE, check_splits
 
@@ -35,7 +37,6 @@ TRAIN_FILE = "train.jsonl"
 VALIDATION_FILE = "validation.jsonl"
 SKIPPED_FILE = "skipped.json"  # with data.skip_bad: the bad rows left out, with their reasons
 COMPLETE_MARKER = "complete.json"  # written after both files: its presence means the data are frozen
-EVALUATION_ONLY_SOURCES = ("opentom",)
 
 
 def prepare_data(cfg, run_dir: str | Path) -> tuple[list[Example], list[Example]]:
@@ -52,7 +53,7 @@ def prepare_data(cfg, run_dir: str | Path) -> tuple[list[Example], list[Example]
     skipped: list[str] = []
     recipe_tests: dict[str, list[Example]] = {}
     train, validation = build_data(cfg, data_dir, skipped, recipe_tests)
-    refuse_evaluation_only(train, "training")
+    refuse_evaluation_only([*train, *validation], "the training or validation set")
     if cfg.data.max_train_examples is not None:
         train = train[: cfg.data.max_train_examples]
     if cfg.data.max_validation_examples is not None:
@@ -101,16 +102,6 @@ def build_data(
     raise ConfigError("no training data: set data.train_files, data.recipe or data.generate")
 
 
-def refuse_evaluation_only(examples: Sequence[Example], purpose: str) -> None:
-    """Raise ConfigError if any example comes from an evaluation-only data set (OpenToM)."""
-    for example in examples:
-        if any(name in example.source.lower() for name in EVALUATION_ONLY_SOURCES):
-            raise ConfigError(
-                f"example {example.id!r} comes from {example.source}, which may be used for evaluation only, "
-                f"not for {purpose} (OpenToM's licence terms)"
-            )
-
-
 def _read_all(paths: Sequence[str], skip_bad: bool = False, skipped: list[str] | None = None) -> list[Example]:
     """Examples of ``paths`` (schema and answer checks); with ``skip_bad`` bad rows go to ``skipped``."""
     from tomrl.data_checks import read_checked_examples
@@ -147,10 +138,8 @@ def _validation_source(data) -> str:
 
 
 def _from_recipe(name: str) -> tuple[list[Example], list[Example], dict[str, list[Example]]]:
-    try:
-        from tomrl.recipes import build_recipe
-    except ImportError as err:  # the recipes module is part of the data stage
-        raise ConfigError(f"data.recipe needs tomrl.recipes ({err})") from None
+    from tomrl.loaders.recipes import build_recipe
+
     built = build_recipe(name)
     train = [e for e in _examples_of(built, "train")]
     validation = [e for e in _examples_of(built, "validation")]

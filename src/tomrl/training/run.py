@@ -156,7 +156,7 @@ def build_trainer(
     from datasets import Dataset
 
     from tomrl.models import load_tokenizer
-    from tomrl.prompts import default_prefill, render_prompt
+    from tomrl.prompts import render_prompt
     from tomrl.rewards.functions import make_reward
     from tomrl.training.callbacks import RichProgress, StepLogger, Validator, use_rich_progress
     from tomrl.training.trainer import TomrlGRPOTrainer
@@ -164,22 +164,22 @@ def build_trainer(
 
     run_dir = Path(cfg.run_dir)
     tokenizer = load_tokenizer(policy)
-    prefill = default_prefill(cfg.prompt_style) if cfg.prefill is None else cfg.prefill
+    prefill = cfg.prompt.resolved_prefill
     rows, dropped = [], 0
     for example in train_examples:
-        prompt = render_prompt(example, tokenizer, cfg.prompt_style, prefill)
+        prompt = render_prompt(example, tokenizer, cfg.prompt)
         if len(tokenizer(prompt, add_special_tokens=False)["input_ids"]) > cfg.max_prompt_length:
             dropped += 1
             continue
         rows.append(dataset_row(example, prompt, prefill))
     if not rows:
         raise ConfigError(f"every training prompt is longer than max_prompt_length={cfg.max_prompt_length} tokens")
-    validation_prompts = [render_prompt(e, tokenizer, cfg.prompt_style, prefill) for e in validation_examples]
+    validation_prompts = [render_prompt(e, tokenizer, cfg.prompt) for e in validation_examples]
     if cfg.eval.max_examples is not None:
         validation_examples = validation_examples[: cfg.eval.max_examples]
         validation_prompts = validation_prompts[: cfg.eval.max_examples]
     if rewards is None:
-        rewards = [make_reward(name, prefill=prefill) for name in cfg.rewards]
+        rewards = [make_reward(name, prefill=prefill, **cfg.reward_options.get(name, {})) for name in cfg.rewards]
     progress = RichProgress(enabled=cfg.progress)
     logger = StepLogger(run_dir, tensorboard="tensorboard" in cfg.report_to)
     validator = Validator(
@@ -405,7 +405,7 @@ def _resolve_policy(cfg: TrainConfig, run_dir: Path, train_examples: list[Exampl
 
 
 def _save_model(trainer, target: Path) -> None:
-    from tomrl.training.checkpoints import write_folder_atomically
+    from tomrl.io import write_folder_atomically
 
     trainer.accelerator.wait_for_everyone()
     if not trainer.accelerator.is_main_process:

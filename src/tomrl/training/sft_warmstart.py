@@ -63,19 +63,18 @@ def warm_start(cfg: Any, run_dir: Path, train_examples: Sequence[Example], say: 
     from trl import SFTConfig, SFTTrainer
 
     from tomrl.models import load_tokenizer, resolve_model
-    from tomrl.prompts import default_prefill, render_prompt
+    from tomrl.prompts import render_prompt
     from tomrl.training.callbacks import RichProgress, use_rich_progress
-    from tomrl.training.checkpoints import write_folder_atomically
+    from tomrl.io import write_folder_atomically
 
     settings = cfg.warm_start
     base = resolve_model(cfg.model)
     tokenizer = load_tokenizer(base)
-    prefill = default_prefill(cfg.prompt_style) if cfg.prefill is None else cfg.prefill
     rows = []
     for example in train_examples[: settings.max_examples] if settings.max_examples else train_examples:
-        completion = trace_completion(example, prefill)
+        completion = trace_completion(example, cfg.prompt.resolved_prefill)
         if completion is not None:
-            rows.append({"prompt": render_prompt(example, tokenizer, cfg.prompt_style, prefill), "completion": completion})
+            rows.append({"prompt": render_prompt(example, tokenizer, cfg.prompt), "completion": completion})
     if not rows:
         raise ValueError("warm start: no training example has a story the trace builder can read")
     say(f"warm start: {len(rows)} oracle-written traces, {settings.epochs} epoch(s), lr {settings.learning_rate}")

@@ -3,11 +3,9 @@
 :class:`TomrlGRPOTrainer` keeps TRL's rollout, reward, loss and optimisation code and changes
 only what tomrl needs (each override says why):
 
-- ``_generate_and_score_completions``: for ``reinforce_pp`` / ``reinforce_pp_baseline`` the
-  advantages TRL computed (group-normalised, GRPO) are replaced by per-token REINFORCE++
-  advantages from :mod:`tomrl.training.advantages` (TRL's loss accepts (B, T) advantages). With
-  the KL in the reward, the log-probabilities of the sampling policy and of the reference are
-  computed here; TRL's loss then uses the same clipped ratio, without its own KL term.
+- ``_generate_and_score_completions``: TRL's (GRPO) advantages are replaced by those of the
+  algorithm's own function where it has one (:mod:`tomrl.training.algorithms`); with the KL in the
+  reward, the sampling policy's log-probabilities are computed here and ``_compute_loss`` drops TRL's KL term.
   With ``dynamic_sampling``, prompt groups without reward variance are first replaced by groups of
   fresh prompts (:mod:`tomrl.training.dynamic_sampling`).
 - ``_calculate_rewards``: also records each reward's components, the format rate and the
@@ -41,8 +39,10 @@ from trl.models import unwrap_model_for_generation
 from trl.models.utils import disable_gradient_checkpointing
 
 from tomrl.generation.base import cut_completion
-from tomrl.training.advantages import approx_kl, reinforce_pp_advantages, subtract_group_mean
-from tomrl.training.checkpoints import PARTIAL_SUFFIX, keep_latest_checkpoints, publish_folder
+from tomrl.io import PARTIAL_SUFFIX, publish_folder
+from tomrl.training.advantages import AdvantageInputs, approx_kl
+from tomrl.training.algorithms import ALGORITHMS
+from tomrl.training.checkpoints import keep_latest_checkpoints
 
 ANSWER_STOP = "</answer>"
 
@@ -304,22 +304,20 @@ class TomrlGRPOTrainer(GRPOTrainer):
             output = super()._generate_and_score_completions(inputs)
         trained_tokens = output["prompt_mask"].sum() + output["completion_mask"].sum()
         self._metrics[mode]["tokens/trained"].append(self.accelerator.gather(trained_tokens).sum().item())
-        if self.train_config.algorithm == "grpo" or mode != "train":
+        advantage_function = ALGORITHMS[self.train_config.algorithm].advantage_function()
+        if advantage_function is None or mode != "train":
             return output
-        output["advantages"] = self._reinforce_pp_advantages(output)
+        output["advantages"] = advantage_function(self._advantage_inputs(output))
         return output
 
-    def _reinforce_pp_advantages(self, output: dict) -> torch.Tensor:
+    def _advantage_inputs(self, output: dict) -> AdvantageInputs:
+        """The batch for the algorithm's advantage function; with the KL in the reward, its log-probabilities too."""
         cfg = self.train_config
         rewards_per_func = self._last_rewards_per_func  # all processes' rows, in TRL's order
         weights = self.reward_weights.to(rewards_per_func.device).unsqueeze(0)
         rewards = torch.nan_to_num((rewards_per_func * weights).nansum(dim=1), nan=0.0)
-        if cfg.algorithm == "reinforce_pp_baseline":
-            # Groups can span processes, so subtract the group means before slicing.
-            rewards = subtract_group_mean(rewards, self.num_generations)
         local_count = output["completion_ids"].size(0)
         start = self.accelerator.process_index * local_count
-        local_rewards = rewards[start : start + local_count].to(output["completion_ids"].device)
         mask = output["completion_mask"]
         if "tool_mask" in output:
             mask = mask * output["tool_mask"]
@@ -334,14 +332,8 @@ class TomrlGRPOTrainer(GRPOTrainer):
             kl = approx_kl(logps, ref_logps, cfg.kl_estimator)
             totals = self.accelerator.reduce(torch.stack([(kl * mask).sum(), mask.sum().float()]), reduction="sum")
             self._metrics["train"]["kl"].append((totals[0] / totals[1].clamp(min=1.0)).item())
-        return reinforce_pp_advantages(
-            local_rewards,
-            mask,
-            logps,
-            ref_logps,
-            kl_coef=kl_coef,
-            kl_estimator=cfg.kl_estimator,
-            gamma=cfg.gamma,
+        return AdvantageInputs(
+            rewards, mask, self.num_generations, slice(start, start + local_count), logps, ref_logps, kl_coef, cfg.kl_estimator, cfg.gamma,
             sum_across_processes=lambda tensor: self.accelerator.reduce(tensor, reduction="sum"),
         )
 
@@ -360,9 +352,9 @@ class TomrlGRPOTrainer(GRPOTrainer):
         return logps
 
     def _compute_loss(self, model, inputs):
-        # REINFORCE++ with the KL in the reward has no KL term in the loss. TRL adds beta * KL to the
-        # loss whenever beta != 0, and beta must stay non-zero for TRL to build the reference model.
-        if self.train_config.algorithm == "grpo" or not self.train_config.puts_kl_in_reward:
+        # With the KL in the reward the loss has no KL term. TRL adds beta * KL to the loss whenever
+        # beta != 0, and beta must stay non-zero for TRL to build the reference model.
+        if not self.train_config.puts_kl_in_reward:
             return super()._compute_loss(model, inputs)
         beta, self.beta = self.beta, 0.0
         try:

@@ -216,15 +216,14 @@ def validate(
 def validate_saved_model(model_path: str, examples: Sequence[Example], cfg: Any) -> ValidationResult:
     """Validate a saved model (e.g. the base model before a warm start) like the training callback does."""
     from tomrl.models import load_model, load_tokenizer
-    from tomrl.prompts import default_prefill, render_prompt
+    from tomrl.prompts import render_prompt
 
     tokenizer = load_tokenizer(model_path)
     model = load_model(model_path, dtype="float32")
-    prefill = default_prefill(cfg.prompt_style) if cfg.prefill is None else cfg.prefill
     examples = list(examples)[: cfg.eval.max_examples] if cfg.eval.max_examples is not None else list(examples)
-    prompts = [render_prompt(e, tokenizer, cfg.prompt_style, prefill) for e in examples]
+    prompts = [render_prompt(e, tokenizer, cfg.prompt) for e in examples]
     return validate(
-        model, tokenizer, examples, prompts, cfg.eval, prefill, seed=cfg.seed, fast_dtype=generation_dtype(cfg.precision),
+        model, tokenizer, examples, prompts, cfg.eval, cfg.prompt.resolved_prefill, seed=cfg.seed, fast_dtype=generation_dtype(cfg.precision),
         stop_at_answer=cfg.stop_at_answer,
     )
 

@@ -34,9 +34,9 @@ from pathlib import Path
 from typing import Any
 
 from tomrl.config import ConfigError, describe_text, load_config
+from tomrl.training.algorithms import ALGORITHMS
 
 ABILITY = "theory_of_mind"
-VERL_ESTIMATORS = {"grpo": "grpo", "reinforce_pp": "reinforce_plus_plus", "reinforce_pp_baseline": "reinforce_plus_plus_baseline"}
 
 
 def register(parser: argparse.ArgumentParser) -> None:
@@ -65,31 +65,32 @@ def run(args: argparse.Namespace) -> int:
 
 def export_verl(cfg, out_dir: str | Path, prompt_format: str = "messages", tokenizer: str | None = None, gpus: int = 4) -> dict[str, Any]:
     """Write the parquet files, the JSONL copies and run_verl.sh for ``cfg`` into ``out_dir``."""
-    from tomrl.prompts import build_messages, default_prefill, render_prompt
+    from tomrl.prompts import build_messages, render_prompt
     from tomrl.training.data import prepare_data
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     train, validation = prepare_data(cfg, out)
-    style_prefill = default_prefill(cfg.prompt_style) if cfg.prefill is None else cfg.prefill
     if prompt_format == "rendered":
         from tomrl.models import load_tokenizer
 
         tok = load_tokenizer(tokenizer or cfg.model)
-        prefill = style_prefill
+        prefill = cfg.prompt.resolved_prefill
 
         def prompt_of(example):
-            return [{"role": "user", "content": render_prompt(example, tok, cfg.prompt_style, prefill)}]
+            return [{"role": "user", "content": render_prompt(example, tok, cfg.prompt)}]
     elif prompt_format == "messages":
         prefill = ""
 
         def prompt_of(example):
-            return build_messages(example, cfg.prompt_style)
+            return build_messages(example, cfg.prompt.style)
     else:
         raise ConfigError(f"unknown prompt format {prompt_format!r}: messages or rendered")
     reward = cfg.rewards[0]
-    if len(cfg.rewards) > 1:
-        raise ConfigError("veRL calls one compute_score per response: give a single reward in the config's rewards")
+    if len(cfg.rewards) > 1 or cfg.reward_options:
+        raise ConfigError("veRL calls one compute_score per response: give a single reward in the config's rewards, without reward_options")
+    if ALGORITHMS[cfg.algorithm].verl_estimator is None:
+        raise ConfigError(f"algorithm {cfg.algorithm!r} has no veRL estimator to export to (register_algorithm's verl_estimator)")
     written: dict[str, Any] = {}
     for split, examples in (("train", train), ("validation", validation)):
         if not examples:
@@ -150,7 +151,7 @@ def launch_command(cfg, out: Path, gpus: int, has_validation: bool) -> str:
     val = out / ("validation.parquet" if has_validation else "train.parquet")
     epochs = max(1, round(cfg.epochs))
     settings = [
-        f"algorithm.adv_estimator={VERL_ESTIMATORS[cfg.algorithm]}",
+        f"algorithm.adv_estimator={ALGORITHMS[cfg.algorithm].verl_estimator}",
         f"data.train_files={out / 'train.parquet'}",
         f"data.val_files={val}",
         f"data.train_batch_size={prompts}",

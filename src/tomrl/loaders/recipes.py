@@ -4,7 +4,7 @@
                                                                      # test/<name>.jsonl, manifest.json
     tomrl data load recipe:configs/recipes/paper-b-hitom.yaml --out data/paper-b-hitom
 
-    from tomrl.recipes import build_recipe, load_recipe
+    from tomrl.loaders.recipes import build_recipe, load_recipe
     splits = build_recipe("paper-b-all")    # {"train": [...], "validation": [...], "test": {"hitom": [...], …}}
 
 A recipe (``configs/recipes/<name>.yaml``) is a list of *components*. Each takes rows from a
@@ -25,33 +25,36 @@ are trained on; the others keep only their test part, drawn exactly as when they
 and ``train_orders`` (orders kept in a component's train and validation parts).
 
 Rules enforced here: a data set whose card is evaluation-only (OpenToM) can never feed a training
-or validation split; a component used for training fails loudly when its data are missing (FANToM
-says how to obtain it), while a test-only component marked ``optional`` is skipped with a note;
-``forbid_story_overlap: true`` makes the build fail if any story is shared between splits; every
-row's answer must pass :func:`tomrl.data_checks.validate_answers_in_story` (in location data sets
-the answer is a place the story names).
+or validation split (:func:`tomrl.loaders.registry.refuse_evaluation_only`); a component used for
+training fails loudly when its data are missing (FANToM says how to obtain it), while a test-only
+component marked ``optional`` is skipped with a note; ``forbid_story_overlap: true`` makes the build
+fail if any story is shared between splits; every row's answer must pass
+:func:`tomrl.data_checks.validate_answers_in_story` (in location data sets the answer is a place the
+story names).
 
 ``write_recipe`` is all or nothing: it writes ``OUT.partial`` and renames it to ``OUT``, replacing
-an earlier recipe folder as a whole (never a folder without ``manifest.json``).
+an earlier recipe folder as a whole (never a folder without ``manifest.json``; see
+:func:`tomrl.io.write_folder_atomically`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import os
 import random
-import re
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from tomrl.config import ConfigError, config_from_dict, read_yaml, setting
-from tomrl.io import BadInputError
-from tomrl.schema import SPLITS, Example
+import yaml
 
-RECIPES_DIR = Path(__file__).resolve().parents[2] / "configs" / "recipes"
+from tomrl.config import ConfigError, config_from_dict, read_yaml, setting
+from tomrl.data_checks import validate_answers_in_story
+from tomrl.io import BadInputError, atomic_write_json, atomic_write_text, recover_interrupted_publish, write_folder_atomically
+from tomrl.loaders import registry
+from tomrl.loaders.base import DataMissingError, story_key, story_keys, story_lines
+from tomrl.schema import SPLITS, Example, write_examples
+
+RECIPES_DIR = Path(__file__).resolve().parents[3] / "configs" / "recipes"
 Split = Literal["train", "validation", "test"]
 
 
@@ -171,14 +174,12 @@ class Recipe:
             for other in component.exclude_stories_of:
                 if other not in names[:index]:
                     raise ValueError(f"component '{component.name}': exclude_stories_of '{other}' must name an earlier component")
-        from tomrl.loaders.registry import LOADERS
-
         for component in self.components:
             if component.loader is None:
                 continue
-            if component.loader not in LOADERS:
-                raise ValueError(f"component '{component.name}': unknown loader '{component.loader}' (known: {', '.join(LOADERS)})")
-            if LOADERS[component.loader].card.evaluation_only:
+            if component.loader not in registry.LOADERS:
+                raise ValueError(f"component '{component.name}': unknown loader '{component.loader}' (known: {', '.join(registry.LOADERS)})")
+            if registry.LOADERS[component.loader].card.evaluation_only:
                 used = [s for s in component.splits() if s in ("train", "validation") and self.trains_on(component.name)]
                 if used:
                     raise ValueError(
@@ -283,8 +284,6 @@ def _sample(rows: list[Example], count: int | None, strata: list[Stratum] | None
 
 
 def _filter(rows: list[Example], c: Component, excluded_stories: set[str]) -> list[Example]:
-    from tomrl.loaders.base import story_keys
-
     kept = []
     for row in rows:
         if c.orders is not None and row.order not in c.orders:
@@ -304,33 +303,23 @@ def _filter(rows: list[Example], c: Component, excluded_stories: set[str]) -> li
 def _reformat(rows: list[Example], story_format: str) -> list[Example]:
     if story_format == "keep":
         return rows
-    from tomrl.loaders.base import story_key
-
-    def lines(text: str) -> str:
-        return "\n".join(line for line in (re.sub(r"^\s*\d+\s+", "", raw).strip() for raw in text.splitlines()) if line and set(line) - {"*"})
-
-    rewrite = story_key if story_format == "spaces" else lines
-    return [r.replace(story=rewrite(r.story)) for r in rows]
+    if story_format == "spaces":
+        return [r.replace(story=story_key(r.story)) for r in rows]
+    return [r.replace(story="\n".join(story_lines(r.story))) for r in rows]
 
 
 def _rows_of(c: Component, cache: dict | None = None) -> list[Example]:
     if c.loader is not None:
-        from tomrl.loaders.registry import load
-
         key = (c.loader, c.path, repr(sorted(c.options.items())))
         if cache is None or key not in cache:
-            rows = load(c.loader, c.path, **c.options)
+            rows = registry.load(c.loader, c.path, **c.options)
             if cache is None:
                 return rows
             cache[key] = rows
         return cache[key]
-    try:
-        from tomrl.generators import generate
-        from tomrl.generators.config import GenerateConfig
-    except ImportError as err:
-        raise ConfigError(
-            f"component '{c.name}' needs tomrl's generator (tomrl.generators.generate), which is not available: {err}"
-        ) from None
+    from tomrl.generators import generate  # imported here: it takes half a second, and most recipes only read files
+    from tomrl.generators.config import GenerateConfig
+
     cfg = config_from_dict(GenerateConfig, dict(c.generate or {}), f"component '{c.name}'.generate")
     return list(generate(cfg))
 
@@ -338,8 +327,6 @@ def _rows_of(c: Component, cache: dict | None = None) -> list[Example]:
 def _story_groups(rows: list[Example]) -> dict[int, str]:
     """Row index -> story group: rows sharing a story_id or a story text (whitespace-normalised, or the
     structured form of an infilled story) are one story, whatever the loader's ids say."""
-    from tomrl.loaders.base import story_keys
-
     parent: dict[str, str] = {}
 
     def find(node: str) -> str:
@@ -400,10 +387,6 @@ class BuildResult:
 
 def build(recipe: Recipe) -> BuildResult:
     """Materialise a resolved recipe."""
-    from tomrl.data_checks import validate_answers_in_story
-    from tomrl.loaders.base import DataMissingError, story_keys
-    from tomrl.loaders.registry import LOADERS
-
     train: list[Example] = []
     validation: list[Example] = []
     test: dict[str, list[Example]] = {}
@@ -447,9 +430,7 @@ def build(recipe: Recipe) -> BuildResult:
                     continue
                 if c.name in recipe.train_orders:
                     part = [r for r in part if r.order in recipe.train_orders[c.name]]
-                evaluation_only = [r.id for r in part if r.meta.get("evaluation_only") or (c.loader and LOADERS[c.loader].card.evaluation_only)]
-                if evaluation_only:
-                    raise ConfigError(f"{where}: row {evaluation_only[0]} is evaluation-only data and cannot go into the {split} split")
+                registry.refuse_evaluation_only(part, f"the {split} split ({where})")
             tagged = [r.replace(split=split, meta={**r.meta, "recipe": recipe.name, "recipe_component": c.name}) for r in part]
             summary[c.name][split] = len(tagged)
             if split == "train":
@@ -471,8 +452,6 @@ def build(recipe: Recipe) -> BuildResult:
 
 
 def _check_no_overlap(recipe: Recipe, train: list[Example], validation: list[Example], test: dict[str, list[Example]]) -> None:
-    from tomrl.loaders.base import story_keys
-
     named = {"train": train, "validation": validation, **{f"test set '{n}'": rows for n, rows in test.items()}}
     keys = {name: {key for r in rows for key in story_keys(r)} for name, rows in named.items()}
     for a in ("train", "validation"):
@@ -490,7 +469,6 @@ def build_recipe(name_or_path: str | Path) -> dict[str, Any]:
 
 
 RECIPE_FOLDER_MARKER = "manifest.json"  # written last: a folder holding it is a complete recipe output
-PARTIAL_SUFFIX = ".partial"
 
 
 def _check_out_dir(out: Path) -> None:
@@ -507,44 +485,6 @@ def _check_out_dir(out: Path) -> None:
     )
 
 
-def _retired(out: Path) -> Path:
-    return out.with_name(out.name + ".old" + PARTIAL_SUFFIX)
-
-
-def _recover_interrupted_swap(out: Path) -> None:
-    """A crash between the two renames of :func:`_publish` leaves the old folder only as ``OUT.old.partial``:
-    put it back (or drop it when the new folder did arrive), so a failed re-run never loses it."""
-    retired = _retired(out)
-    if not retired.is_dir():
-        return
-    if out.exists():
-        shutil.rmtree(retired)
-    else:
-        os.replace(retired, out)
-
-
-def _publish(staging: Path, out: Path) -> None:
-    """Move the complete ``staging`` folder to ``out``, replacing any old one (two renames, never a mix)."""
-    if out.exists():
-        retired = _retired(out)
-        os.replace(out, retired)
-        try:
-            os.replace(staging, out)
-        except BaseException:
-            os.replace(retired, out)
-            raise
-        shutil.rmtree(retired)
-    else:
-        os.replace(staging, out)
-    # Make the renames durable: a power cut must not bring back the half-built state.
-    with contextlib.suppress(OSError):
-        fd = os.open(out.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
 def write_recipe(name_or_path: str | Path, out_dir: str | Path) -> tuple[BuildResult, dict]:
     """Build a recipe and write ``train.jsonl``, ``validation.jsonl``, ``test/<name>.jsonl``,
     ``recipe.yaml`` and ``manifest.json`` (counts, notes, the resolved recipe) as the folder ``out_dir``;
@@ -556,21 +496,15 @@ def write_recipe(name_or_path: str | Path, out_dir: str | Path) -> tuple[BuildRe
     version); leftovers of a crashed write are cleaned up by the next one. An ``OUT`` that exists
     and is neither empty nor a recipe folder (``manifest.json`` and ``recipe.yaml``) is refused, never replaced.
     """
-    import yaml
-
-    from tomrl.io import atomic_write_json, atomic_write_text
-    from tomrl.schema import write_examples
-
     recipe = load_recipe(name_or_path)
     out = Path(out_dir).expanduser().resolve()
-    staging = out.with_name(out.name + PARTIAL_SUFFIX)
-    shutil.rmtree(staging, ignore_errors=True)  # left by a crashed earlier write
-    _recover_interrupted_swap(out)
+    recover_interrupted_publish(out)  # first: a crash between two renames must not leave OUT looking foreign
     _check_out_dir(out)  # before the build: a refused --out costs no work
     result = build(recipe)
-    staging.mkdir(parents=True)
-    try:
-        files = {}
+    files: dict[str, dict] = {}
+    manifest = {"recipe": recipe.name, "paper": recipe.paper, "seed": recipe.seed, "files": files, "components": result.components, "notes": result.notes}
+
+    def write(staging: Path) -> None:
         for split in ("train", "validation"):
             rows = result.splits[split]
             if rows:
@@ -581,10 +515,7 @@ def write_recipe(name_or_path: str | Path, out_dir: str | Path) -> tuple[BuildRe
             files[f"test/{name}"] = {"file": f"test/{name}.jsonl", "rows": len(rows)}
         resolved = dataclasses.asdict(recipe)
         atomic_write_text(staging / "recipe.yaml", yaml.safe_dump(resolved, sort_keys=False, allow_unicode=True))
-        manifest = {"recipe": recipe.name, "paper": recipe.paper, "seed": recipe.seed, "files": files, "components": result.components, "notes": result.notes}
         atomic_write_json(staging / RECIPE_FOLDER_MARKER, manifest)
-        _publish(staging, out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+
+    write_folder_atomically(out, write)
     return result, manifest
