@@ -363,6 +363,7 @@ def _create_run_dir(cfg: TrainConfig, run_dir: Path) -> None:
     Bad data files, an unknown recipe or a failing generator therefore leave no run folder that a
     re-run would refuse; ``config.yaml`` is written last, so it marks a complete new run.
     """
+    from tomrl.io import publish_folder
     from tomrl.training.data import prepare_data
 
     staging = run_dir.with_name(f".{run_dir.name}.new{checkpoints.PARTIAL_SUFFIX}")
@@ -370,8 +371,7 @@ def _create_run_dir(cfg: TrainConfig, run_dir: Path) -> None:
     try:
         prepare_data(cfg, staging)
         run_dir.mkdir(parents=True, exist_ok=True)
-        shutil.rmtree(run_dir / "data", ignore_errors=True)  # left by a crash between these two moves
-        os.replace(staging / "data", run_dir / "data")
+        publish_folder(staging / "data", run_dir / "data")  # replaces a data/ left by a crash before config.yaml
         save_config(cfg, run_dir / CONFIG_FILE)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
