@@ -536,11 +536,19 @@ def _assert_same_as_reference(run_dir: Path, reference: Path) -> None:
         assert checkpoint_problem(path) is None
 
 
-def _kill_training_at_random(run_dir: Path, args: list[str], env: dict, cwd: Path, rng: random.Random, log: Path, fewest_steps: int) -> str:
+def _step_seconds(reference: Path) -> float:
+    """The uninterrupted run's shortest step (TRL's ``step_time``): steps got faster as training did, so
+    kill delays are drawn within one step of this machine, never from a fixed guess."""
+    return min(r["step_time"] for r in jsonl_rows(reference / "metrics.jsonl") if "step_time" in r)
+
+
+def _kill_training_at_random(
+    run_dir: Path, args: list[str], env: dict, cwd: Path, rng: random.Random, log: Path, fewest_steps: int, step_seconds: float
+) -> str:
     """Start training, SIGKILL it once ``metrics.jsonl`` has a random number of steps (from ``fewest_steps`` to
-    TRAIN_STEPS - 2) plus a random delay (a step takes about 10 s here, so the run is never over by then)."""
+    TRAIN_STEPS - 2) plus a random delay shorter than one step, so the run is never over by then."""
     after_steps = rng.randint(fewest_steps, TRAIN_STEPS - 2)
-    delay = rng.uniform(0.0, 6.0)
+    delay = rng.uniform(0.0, step_seconds)
     process = start_cli(args, env, cwd, log)
     wait_until(lambda: len(complete_lines(run_dir / "metrics.jsonl")) >= after_steps and (run_dir / "data" / "train.jsonl").exists(),
                process, timeout=600)
@@ -560,10 +568,11 @@ def test_train_killed_at_random_points_resumes_like_an_uninterrupted_run(tmp_pat
     rng = kill_rng(f"train-{attempt}")
     resume = ["train", "--resume", str(run_dir)]
     with CheckpointWatcher(run_dir) as watcher:
-        where = [_kill_training_at_random(run_dir, train_args(run_dir), env, tmp_path, rng, tmp_path / "first.log", 0)]
+        step_seconds = _step_seconds(reference_run)
+        where = [_kill_training_at_random(run_dir, train_args(run_dir), env, tmp_path, rng, tmp_path / "first.log", 0, step_seconds)]
         logged = len(complete_lines(run_dir / "metrics.jsonl"))
         if logged <= TRAIN_STEPS - 2:  # kill the resumed run too, somewhere after where the first one stopped
-            where.append(_kill_training_at_random(run_dir, resume, env, tmp_path, rng, tmp_path / "second.log", logged))
+            where.append(_kill_training_at_random(run_dir, resume, env, tmp_path, rng, tmp_path / "second.log", logged, step_seconds))
         result = run_cli(resume, env, tmp_path, timeout=900)
     assert result.returncode == 0, f"killed {where} (seed {KILL_SEED}): " + result.stdout[-2000:] + result.stderr[-3000:]
     assert not watcher.problems, watcher.problems
