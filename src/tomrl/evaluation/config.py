@@ -23,7 +23,7 @@ from pydantic import AfterValidator
 from tomrl.config import setting
 from tomrl.evaluation.benchmarks import BENCHMARKS, SUITES, check_names
 from tomrl.io import redact_secrets
-from tomrl.generation.base import PAPER_TEMPERATURE, PAPER_TOP_P
+from tomrl.generation.base import PAPER_TEMPERATURE, PAPER_TOP_P, Sampling
 from tomrl.generation.registry import engine_names, engines_help  # light: the factories import their engines lazily
 from tomrl.generation.settings import OpenAISettings, VLLMSettings
 from tomrl.prompts import PromptConfig
@@ -109,12 +109,7 @@ class EvalConfig:
     def __post_init__(self) -> None:
         if self.limit is not None and self.limit < 1:
             raise ValueError(f"limit must be >= 1 or null, got {self.limit}")
-        if self.temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
-        if self.max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+        Sampling(temperature=self.temperature, top_p=self.top_p, max_new_tokens=self.max_new_tokens)  # its checks, said once
         if self.threads is not None and self.threads < 1:
             raise ValueError(f"threads must be >= 1 or null, got {self.threads}")
         if self.batch_size < 1:
