@@ -50,3 +50,14 @@ def test_benchmarks_without_data_are_skipped_with_a_note(tmp_path, monkeypatch, 
     console = Console(file=None)
     assert available_benchmarks(["hitom600", "tomrl-hitom-order1"], console) == ["tomrl-hitom-order1"]
     assert "skipping hitom600" in capsys.readouterr().out
+
+
+def test_default_demo_config_file_spells_out_the_defaults():
+    """configs/demo/default.yaml documents what `make demo` runs: it must equal DemoConfig's defaults."""
+    from pathlib import Path
+
+    from tomrl.config import load_config
+    from tomrl.demo import DemoConfig
+
+    shipped = Path(__file__).resolve().parents[1] / "configs" / "demo" / "default.yaml"
+    assert load_config(DemoConfig, shipped, []) == load_config(DemoConfig, None, [])

@@ -60,9 +60,10 @@ def warm_start(cfg: Any, run_dir: Path, train_examples: Sequence[Example], say: 
         return target
     import torch
     from datasets import Dataset
-    from trl import SFTConfig, SFTTrainer
+    from trl import SFTConfig
 
     from tomrl.models import load_tokenizer, resolve_model
+    from tomrl.training.shared_prompt import shared_prefix_sft_trainer
     from tomrl.prompts import render_prompt
     from tomrl.training.callbacks import RichProgress, use_rich_progress
     from tomrl.io import write_folder_atomically
@@ -101,7 +102,8 @@ def warm_start(cfg: Any, run_dir: Path, train_examples: Sequence[Example], say: 
         gradient_checkpointing=cfg.gradient_checkpointing,
         dataset_num_proc=None,
     )
-    trainer = SFTTrainer(model=base, args=args, train_dataset=Dataset.from_list(rows), processing_class=tokenizer)
+    # TRL's SFTTrainer, with each micro-batch's shared system prompt run once (same loss and gradient).
+    trainer = shared_prefix_sft_trainer()(model=base, args=args, train_dataset=Dataset.from_list(rows), processing_class=tokenizer)
     progress = RichProgress(enabled=cfg.progress, description="warm start")
     use_rich_progress(trainer, progress)
     try:
