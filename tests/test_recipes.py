@@ -56,15 +56,27 @@ def test_paper_b_splits_are_story_disjoint_and_mixed_as_declared(shared_data):
     assert any("skipped test set 'fantom'" in note for note in result.notes)
 
 
-def test_mixtures_share_their_test_sets_and_order_subsets_filter_training(shared_data):
-    hitom = build_recipe("paper-b-hitom")
-    o4 = build_recipe("paper-b-hitom-o4")
-    assert [e.id for e in o4["test"]["hitom"]] == [e.id for e in hitom["test"]["hitom"]]
-    assert Counter(e.order for e in o4["test"]["hitom"]) == {1: 75, 2: 75, 3: 75, 4: 75}
-    assert {e.order for e in o4["train"]} == {4} and len(o4["train"]) == 225
-    assert {e.id for e in o4["train"]} <= {e.id for e in hitom["train"]}
-    assert not any(e.meta["recipe_component"] == "exploretom" for e in hitom["train"])
-    assert len(hitom["test"]["exploretom"]) == 300  # evaluated even when not trained on
+def test_mixtures_share_their_test_sets_and_order_subsets_fill_their_sizes(shared_data):
+    o4 = build(load_recipe("paper-b-hitom-o4"))
+    o13 = build(load_recipe("paper-b-hitom-o1-3"))
+    assert [e.id for e in o4.splits["test"]["hitom"]] == [e.id for e in o13.splits["test"]["hitom"]]
+    assert Counter(e.order for e in o4.splits["test"]["hitom"]) == {1: 75, 2: 75, 3: 75, 4: 75}
+    # O4: every order-4 question of the training stories (360, one per story), not a quarter of the mixed sample (225).
+    assert {e.order for e in o4.splits["train"]} == {4} and len(o4.splits["train"]) == 360 and len(o4.splits["validation"]) == 120
+    assert any("orders [4]: train 360 of 900 rows" in note and "validation 120 of 300" in note for note in o4.notes)
+    # O1-3: three questions per story are enough for Paper B's 900 / 300, a third per order, and no note.
+    assert Counter(e.order for e in o13.splits["train"]) == {1: 300, 2: 300, 3: 300}
+    assert Counter(e.order for e in o13.splits["validation"]) == {1: 100, 2: 100, 3: 100}
+    assert not any("orders [1, 2, 3]" in note for note in o13.notes)
+    # Both subsets use the one story split of the Hi-ToM component: no story crosses splits, between the two either.
+    stories = {(name, split): {story_key(e.story) for e in rows} for name, built in (("o4", o4), ("o13", o13))
+               for split, rows in (("train", built.splits["train"]), ("validation", built.splits["validation"]), ("test", built.splits["test"]["hitom"]))}
+    for a in ("o4", "o13"):
+        for b in ("o4", "o13"):
+            assert not stories[a, "train"] & (stories[b, "validation"] | stories[b, "test"])
+            assert not stories[a, "validation"] & stories[b, "test"]
+    assert not any(e.meta["recipe_component"] == "exploretom" for e in o4.splits["train"])
+    assert len(o4.splits["test"]["exploretom"]) == 300  # evaluated even when not trained on
 
 
 @pytest.mark.parametrize("name", ["paper-b-fantom", "paper-b-all", "paper-b-hitom-fantom"])
@@ -149,7 +161,9 @@ def test_recipe_command(shared_data, tmp_path, capsys):
     assert main(["data", "load", "recipe:paper-b-hitom-o1", "--out", str(tmp_path / "o1")]) == 0
     captured = capsys.readouterr()
     assert "train.jsonl" in captured.out and "skipped test set 'fantom'" in captured.err
-    assert len(read_examples(tmp_path / "o1" / "train.jsonl")) == 225
+    # Every order-1 question of the training stories, and the build output says Paper B's 900 cannot be reached.
+    assert len(read_examples(tmp_path / "o1" / "train.jsonl")) == 360
+    assert "orders [1]: train 360 of 900 rows" in captured.err
     if not (shared_data / "fantom" / "fantom_v1.json").exists():
         assert main(["data", "load", "recipe:paper-b-fantom", "--out", str(tmp_path / "f")]) == 2
         assert "fantom.tar.gz" in capsys.readouterr().err

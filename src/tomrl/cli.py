@@ -41,6 +41,7 @@ COMMANDS: dict[str, str | dict[str, str]] = {
     "export": {"verl": "tomrl.training.verl_export"},
     "eval": "tomrl.evaluation.command",
     "report": "tomrl.analysis.command",
+    "study": "tomrl.study.command",
     "models": {"list": "tomrl.models_command:list_command", "prepare": "tomrl.models_command:prepare_command"},
     "demo": "tomrl.demo",
 }
@@ -52,6 +53,7 @@ DESCRIPTIONS = {
     "export": "export data and rewards for other RL engines (veRL)",
     "eval": "evaluate a model on ToM benchmarks",
     "report": "analyse runs: collapse, shortcuts, generalization, plots",
+    "study": "a grid of runs (mixtures x arms x seeds), trained, evaluated and compared",
     "models": "list and prepare models (the embedded SmolLM2-135M)",
     "demo": "the whole pipeline on the embedded model",
 }

@@ -281,6 +281,7 @@ CONFIG_KINDS: dict[str, str] = {
     "generate": "tomrl.generators.config:GenerateConfig",
     "recipes": "tomrl.loaders.recipes:Recipe",
     "demo": "tomrl.demo:DemoConfig",
+    "study": "tomrl.study.config:StudyConfig",
 }
 
 

@@ -236,6 +236,24 @@ def test_gsm8k_side_check_from_a_user_file(tmp_path):
     assert outcome.results["benchmarks"]["gsm8k"]["overall"]["strict"]["accuracy"]["k"] == 1
 
 
+def test_gsm8k_answers_are_read_from_boxed_and_compared_as_numbers(tmp_path):
+    """A user's file in the official GSM8K format; answers boxed, with currency and separators: numeric comparison."""
+    data = tmp_path / "gsm8k_test.jsonl"
+    data.write_text(
+        json.dumps({"question": "Tom has 3 apples and buys 4. How many?", "answer": "3+4=<<3+4=7>>7\n#### 7"}) + "\n"
+        + json.dumps({"question": "What is 1,000 + 24 dollars?", "answer": "1000+24=<<1000+24=1024>>1024\n#### 1,024"}) + "\n"
+        + json.dumps({"question": "What is 2 + 2?", "answer": "#### 4"}) + "\n"
+    )
+    replies = {"apples": "so \\boxed{7}", "dollars": "\\boxed{\\$1,024.00}", "2 + 2": "5"}
+    with FakeOpenAIServer(answer_fn=lambda prompt: next(v for k, v in replies.items() if k in prompt)) as server:
+        cfg = EvalConfig(model="fake", engine="openai", benchmarks=["gsm8k"], data_paths={"gsm8k": str(data)},
+                         out=str(tmp_path / "run"), openai=OpenAISettings(base_url=server.base_url))
+        outcome = run_eval(cfg, log=lambda m: None)
+    rows = {r["gold"]: r for r in _read(tmp_path / "run" / "samples.jsonl")}
+    assert rows["1024"]["extracted"] == "\\$1,024.00" and rows["1024"]["correct"] and rows["7"]["correct"] and not rows["4"]["correct"]
+    assert outcome.results["benchmarks"]["gsm8k"]["overall"]["strict"]["accuracy"]["k"] == 2
+
+
 class TwoAnswerEngine:
     """Writes an answer block, goes on, and writes a second one; honours ``sampling.stop`` as engines do."""
 

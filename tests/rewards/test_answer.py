@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 from hypothesis import given, settings
@@ -10,13 +11,16 @@ from hypothesis import strategies as st
 
 from tomrl.rewards.answer import (
     SCHEMES,
+    answer_kind,
     answers_match,
     check_answer,
     extract_answer,
     last_answer_tag,
+    last_boxed,
     normalize,
     paper_format_ok,
     paper_suffix_match,
+    parse_number,
 )
 
 
@@ -170,3 +174,73 @@ def test_megabyte_and_adversarial_inputs_finish():
     for completion in (unclosed, spaces, long_answer, "\x00" * 1_000_000):
         for scheme in SCHEMES:
             check_answer(completion, "box " * 50_000, scheme)
+
+
+# --------------------------------------------------------------------------- answer kinds: sets (FANToM lists), numbers (GSM8K)
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+@pytest.mark.parametrize(
+    "answer, correct",
+    [
+        ("Alice, Bob", True),
+        ("Bob, Alice", True),  # the order of the names does not matter
+        ("Bob and Alice", True),
+        ("bob; alice.", True),
+        ("Alice", False),  # an aware character left out
+        ("Alice, Bob, Carol", False),  # an unaware character included
+        ("none", False),
+    ],
+)
+def test_list_questions_are_scored_as_sets_under_every_scheme(scheme, answer, correct):
+    completion = f"reasoning</think><answer>{answer}</answer>"
+    check = check_answer(completion, "Alice, Bob", scheme, question_type="answerability:list")
+    assert check.format_ok and check.correct is correct
+    # Without the question type the same answers are text: only the gold's own order is right.
+    assert check_answer(completion, "Alice, Bob", scheme).correct is (answer in ("Alice, Bob",) or (scheme.startswith("paper") and answer == "Alice, Bob"))
+
+
+def test_an_empty_list_is_none_and_reasons_name_the_difference():
+    assert check_answer("x</think><answer>Nobody</answer>", "none", question_type="info_accessibility:list").correct
+    wrong = check_answer("x</think><answer>Carol, Alice</answer>", "Alice, Bob", question_type="answerability:list")
+    assert not wrong.correct and "missing bob" in wrong.reason and "carol" in wrong.reason
+    assert answer_kind("answerability:list") == "set" and answer_kind("math") == "number" and answer_kind("first_order") == "text"
+
+
+def test_the_training_reward_scores_list_questions_as_evaluation_does():
+    from tomrl.evaluation.runner import score
+    from tomrl.rewards.functions import make_reward
+
+    completions = ["x</think><answer>Bob, Alice</answer>", "x</think><answer>Alice</answer>"]
+    rewards = make_reward("strict")(None, completions, answer=["Alice, Bob"] * 2, question_type=["answerability:list"] * 2)
+    assert rewards == [3.0, -1.0]
+    assert [score(c, "Alice, Bob", "<think>", ("strict",), "answerability:list")["correct"] for c in completions] == [True, False]
+
+
+@pytest.mark.parametrize(
+    "completion, strict, lenient",
+    [
+        ("1000 + 24 = 1024, so the answer is \\boxed{1024}.", True, True),
+        ("Total: \\boxed{\\$1,024.00}", True, True),  # currency, thousands separator, decimals
+        ("\\boxed{\\frac{2048}{2}}", True, True),
+        ("<answer>1024 apples</answer>", True, True),  # tomrl's gsm8k prompt asks for the answer tag
+        ("first \\boxed{5}, then I recounted: \\boxed{1024}", True, True),  # the last box counts
+        ("the answer is 1024", False, True),  # no box, no tag: only the lenient pipeline reads the last number
+        ("\\boxed{1023}", False, False),
+        ("\\boxed{10 or 1024}", False, True),  # two numbers: strict refuses to pick one
+        ("no number at all", False, False),
+    ],
+)
+def test_math_answers_are_read_from_boxed_and_compared_as_numbers(completion, strict, lenient):
+    assert check_answer(completion, "1024", "strict", prefill="", question_type="math").correct is strict
+    assert check_answer(completion, "1024", "paper_eval", prefill="", question_type="math").correct is lenient
+
+
+def test_boxed_extraction_is_balanced_and_linear():
+    assert last_boxed("a \\boxed{\\frac{3}{4}} b") == "\\frac{3}{4}" and parse_number("\\frac{3}{4}") == 0.75
+    assert last_boxed("\\boxed{1} and \\boxed{2") == "1"  # an unclosed box does not count
+    assert last_boxed("no box") is None
+    started = time.perf_counter()
+    assert last_boxed("\\boxed{" * 200_000) is None
+    assert check_answer("\\boxed{" * 200_000, "1", "paper_eval", prefill="", question_type="math").correct is False
+    assert time.perf_counter() - started < 5

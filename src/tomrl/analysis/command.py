@@ -1,13 +1,16 @@
-"""Build a report from runs: tomrl report RUN_DIR... [--out DIR].
+"""Build a report from runs: tomrl report RUN_DIR... [--out DIR], or of a study: tomrl report --study DIR.
 
     tomrl report runs/demo                          # writes runs/demo/report/
     tomrl report runs/base_eval runs/rl_0.5b --out reports/rl_0.5b
+    tomrl report --study runs/study/cpu_mini        # a `tomrl study` folder: writes runs/study/cpu_mini/report/
 
 RUN_DIR is any folder holding training runs (``metrics.jsonl``, from ``tomrl train``) and/or
 evaluations (``results.json``, from ``tomrl eval``), searched recursively. The output folder gets
 ``report.html`` (self-contained), ``report.md`` (same content), PNG plots and ``detectors.json``.
 The detectors (reasoning collapse, inverted difficulty, negative transfer, ID/OOD divergence) are
-explained in docs/analysis.md; each one's evidence is in the report.
+explained in docs/analysis.md; each one's evidence is in the report. With ``--study`` the folder
+is a study (``grid.json``, ``runs/``, ``evals/``) and the report is the study report of
+:mod:`tomrl.analysis.study_report` (generalization matrix, arm comparison, …).
 
 Exit status: 0 when the report was written (whatever the detectors found); with
 ``--fail-on-detection``, 1 when any detector fired (for CI).
@@ -20,8 +23,11 @@ from pathlib import Path
 
 
 def register(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="training-run and/or evaluation folders")
-    parser.add_argument("--out", help="output folder (default: RUN_DIR/report when one RUN_DIR is given)")
+    parser.add_argument("run_dirs", nargs="*", metavar="RUN_DIR", help="training-run and/or evaluation folders")
+    parser.add_argument("--study", metavar="STUDY_DIR",
+                        help="report on a `tomrl study` folder instead (matrix, checkpoints, seeds, paired arm tests)")
+    parser.add_argument("--out", help="output folder (default: RUN_DIR/report when one RUN_DIR is given, "
+                                      "STUDY_DIR/report with --study)")
     parser.add_argument("--title", default="tomrl report", help="title of the report")
     parser.add_argument("--min-relative-drop", type=float, default=0.2,
                         help="smallest fall in response length (first vs last third of training) that counts as "
@@ -36,6 +42,12 @@ def run(args: argparse.Namespace) -> int:
     from tomrl.analysis.runs import load_runs
     from tomrl.config import ConfigError
 
+    if args.study is not None:
+        if args.run_dirs:
+            raise ConfigError("give either RUN_DIRs or --study STUDY_DIR, not both")
+        return _run_study(args)
+    if not args.run_dirs:
+        raise ConfigError("nothing to report on: give RUN_DIR... or --study STUDY_DIR")
     if args.out:
         out = Path(args.out)
     elif len(args.run_dirs) == 1:
@@ -62,3 +74,13 @@ def run(args: argparse.Namespace) -> int:
     console.print(f"report: {written['html']} and {written['markdown']}")
     fired = any(result["fired"] for result in detectors)
     return 1 if args.fail_on_detection and fired else 0
+
+
+def _run_study(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from tomrl.analysis.study_report import write_study_report
+
+    written = write_study_report(Path(args.study), Path(args.out) if args.out else None)
+    Console(stderr=True).print(f"study report: {written['html']} and {written['markdown']} (numbers: {written['json']})")
+    return 0

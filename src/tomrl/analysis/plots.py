@@ -101,8 +101,18 @@ def plot_panels(path: str | Path, panels: Sequence[Panel], title: str = "") -> P
     return _save(figure, path)
 
 
-def plot_accuracy_by_order(path: str | Path, models: Mapping[str, Mapping[int, Accuracy]], title: str = "") -> Path:
-    """Grouped bars: accuracy by order of belief for each model, with 95 % Wilson intervals."""
+def plot_accuracy_by_order(
+    path: str | Path,
+    models: Mapping[str, Mapping[int, Accuracy]],
+    title: str = "",
+    reference: Mapping[int, float] | None = None,
+    reference_label: str = "best no-ToM rule",
+) -> Path:
+    """Grouped bars: accuracy by order of belief for each model, with 95 % Wilson intervals.
+
+    ``reference`` (order → accuracy, 0-1), e.g. the best no-ToM rule on the same questions, is
+    drawn over the bars as a dashed black line, so a bar below it is beaten by a shortcut.
+    """
     from matplotlib.figure import Figure
 
     orders = sorted({o for by_order in models.values() for o, acc in by_order.items() if acc.n > 0})
@@ -119,6 +129,10 @@ def plot_accuracy_by_order(path: str | Path, models: Mapping[str, Mapping[int, A
         errors = [[max(0.0, 100 * (by_order[o].value - by_order[o].low)) for o in present],
                   [max(0.0, 100 * (by_order[o].high - by_order[o].value)) for o in present]]
         ax.bar(xs, values, width, yerr=errors, capsize=3, label=label, alpha=0.85)
+    if reference:
+        marked = [o for o in orders if o in reference]
+        ax.plot([orders.index(o) for o in marked], [100 * reference[o] for o in marked], "k--D", markersize=5,
+                linewidth=1.2, label=reference_label)
     ax.set_xticks(range(len(orders)), [f"order {o}" for o in orders])
     ax.set_ylabel("accuracy (%)")
     ax.set_ylim(0, 100)

@@ -3,6 +3,7 @@
     tomrl eval --list                                     # this table, with suites
     tomrl eval --model smollm2-135m --benchmark paper     # Paper A's five columns
     tomrl eval --model M --benchmark tomi,opentom --limit 50
+    tomrl eval --model M --benchmark recipe:paper-b-all:test            # a recipe's test tasks (Paper B's 12)
 
 A :class:`Benchmark` says where its examples come from (a loader of :mod:`tomrl.loaders.registry`,
 the tomrl generators, a user's file, or a function of its own module), which prompt renders them
@@ -21,6 +22,10 @@ Scoring: by default every sample is checked under two schemes side by side:
 
 The gap between them separates format failures and lenient matches from reasoning.
 
+Recipes (``recipe:NAME:SPLIT``, :func:`recipe_benchmarks`): a recipe's test split becomes one benchmark per
+task it declares (Paper B's 12 for its recipes; else one per test component), each marked in distribution
+or held out for that recipe and reported beside the best no-ToM rule on the same questions.
+
 Suites: ``paper`` = Paper A's Table 1 columns (Hi-ToM 600, 4th-order, ToMi, ExploreToM
 structured and infilled); ``tom`` = ``paper`` + OpenToM + FANToM (skipped unless its file is
 present) + tomrl-generated Hi-ToM held-out sets by order; ``all`` = ``tom`` + GSM8K (skipped unless
@@ -29,7 +34,11 @@ the user supplies ``data_paths.gsm8k``).
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
+import hashlib
+import json
+import os
 import re
 from dataclasses import dataclass, field
 from importlib import import_module
@@ -60,6 +69,8 @@ class Benchmark:
     paper_column: str | None = None  # the column of Paper A's Table 1 this reproduces
     needs_user_file: bool = False  # data the user must supply (suites skip it when absent)
     description: str = ""
+    held_out: bool | None = None  # recipe tasks: not in the recipe's training distribution (None: not a recipe task)
+    compare_rules: bool = False  # report the best agent-agnostic rule on the same questions beside every accuracy
 
     def __post_init__(self) -> None:
         if not self.schemes or not set(self.schemes) <= set(SCHEMES) or self.metric not in METRICS:
@@ -195,24 +206,29 @@ for _benchmark in [
     Benchmark(
         name="gsm8k",
         title="GSM8K",
-        version="1",
+        version="2",  # 2: answers read from \boxed{} or the answer tag and compared as numbers
         loader="gsm8k-jsonl",
         prompt=PromptConfig("gsm8k"),
         group_by=(),
         needs_user_file=True,
-        description="side check that ToM training leaves arithmetic alone: a GSM8K-style JSONL file the user "
-        "supplies (data_paths.gsm8k), rows {question, answer} with the answer's final number after '####'",
+        description="side check that ToM training leaves arithmetic alone: a GSM8K-format JSONL file the user "
+        "supplies (data_paths.gsm8k), rows {question, answer} with the answer's final number after '####'; the "
+        "model's answer is read from its last \\boxed{} (else its answer tag) and compared as a number",
     ),
 ]:
     register_benchmark(_benchmark)
 
 
 def check_names(names: list[str]) -> list[str]:
-    """The comma-separated entries of ``names``, once each is known: a benchmark, a suite or a ``.jsonl`` file."""
+    """The comma-separated entries of ``names``, once each is known: a benchmark, a suite, a ``.jsonl``
+    file or ``recipe:NAME:SPLIT``."""
     names = [n.strip() for raw in names for n in raw.split(",") if n.strip()]
     if not names:
         raise ConfigError("give at least one benchmark or suite")
     for name in names:
+        if name.startswith(RECIPE_PREFIX):
+            parse_recipe_reference(name)
+            continue
         if name not in SUITES and name not in BENCHMARKS and not name.endswith(".jsonl"):
             close = difflib.get_close_matches(name, [*BENCHMARKS, *SUITES], n=1)
             hint = f" (did you mean '{close[0]}'?)" if close else ""
@@ -234,6 +250,10 @@ def resolve(names: list[str]) -> list[tuple[Benchmark, bool]]:
                 chosen.setdefault(member, BENCHMARKS[member].needs_user_file)
         elif name in BENCHMARKS:
             chosen[name] = False
+        elif name.startswith(RECIPE_PREFIX):
+            for benchmark in recipe_benchmarks(name):
+                files[benchmark.name] = benchmark
+                chosen[benchmark.name] = benchmark.needs_user_file  # a task of optional data (FANToM) is skipped when absent
         else:  # a .jsonl file
             benchmark = file_benchmark(name)
             files[benchmark.name] = benchmark
@@ -247,8 +267,6 @@ def file_benchmark(path: str) -> Benchmark:
     Its version is the file's content hash, so a run folder refuses to mix samples of two files
     that share a name.
     """
-    import hashlib
-
     file = Path(path).expanduser()
     if not file.is_file():
         raise ConfigError(f"benchmark file not found: {path}")
@@ -262,6 +280,99 @@ def file_benchmark(path: str) -> Benchmark:
         group_by=("order", "question_type", "deception", "story_length"),
         description=f"examples of {file} (unified schema)",
     )
+
+
+# ------------------------------------------------------------------------------ recipes as benchmarks
+
+RECIPE_PREFIX = "recipe:"
+
+
+def parse_recipe_reference(reference: str) -> tuple[str, str]:
+    """``recipe:NAME:SPLIT`` (NAME a shipped recipe or a YAML path) -> (NAME, SPLIT), checked."""
+    from tomrl.loaders.recipes import load_recipe
+    from tomrl.schema import SPLITS
+
+    body = reference.removeprefix(RECIPE_PREFIX)
+    name, _, split = body.rpartition(":")
+    if not name or split not in SPLITS:
+        raise ConfigError(f"benchmark '{reference}': write recipe:NAME:SPLIT with SPLIT one of {', '.join(SPLITS)} (e.g. recipe:paper-b-all:test)")
+    load_recipe(name)  # an unknown recipe or a bad YAML fails here, before any model time
+    return name, split
+
+
+def task_held_out(recipe, task) -> bool:
+    """Is a recipe's test task outside what the recipe trains on? A component it does not train on (or a
+    test-only one: OpenToM, FANToM's lists) is held out; so are orders outside its ``train_orders``."""
+    component = recipe.component(task.component)
+    if not recipe.trains_on(component.name) or not set(component.splits()) & {"train", "validation"}:
+        return True
+    kept = recipe.train_orders.get(component.name)
+    return kept is not None and task.orders is not None and not set(task.orders) <= set(kept)
+
+
+def recipe_benchmarks(reference: str) -> list[Benchmark]:
+    """The benchmarks of ``recipe:NAME:SPLIT``: for the test split one per task the recipe declares (Paper B's
+    12; without ``tasks``, one per test component), for train or validation the whole split as one.
+
+    Names are ``<recipe>:<task>`` (``paper-b-all:hitom-order1``); the version hashes what decides the
+    task's rows (seed, components, the task), so a run folder refuses to mix samples of two definitions.
+    """
+    from tomrl.loaders.recipes import Task, load_recipe
+
+    name, split = parse_recipe_reference(reference)
+    recipe = load_recipe(name)
+
+    def version(*parts: Any) -> str:  # what decides the rows: not the description, not train_on for a test
+        data = {"seed": recipe.seed, "components": [dataclasses.asdict(c) for c in recipe.components], "parts": parts}
+        return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+    options = {"recipe": name, "split": split}
+    if split != "test":
+        return [Benchmark(name=f"{recipe.name}:{split}", title=f"{recipe.name} {split}",
+                          version=version(split, recipe.train_on, recipe.train_orders), loader="recipe",
+                          loader_options=options, held_out=False, compare_rules=True,
+                          description=f"the {split} split of recipe {recipe.name} (in distribution: not a test)")]
+    tasks = list(recipe.tasks) or [Task(name=c.name, title=c.name, component=c.name) for c in recipe.components if "test" in c.splits()]
+    benchmarks = []
+    for task in tasks:
+        held_out = task_held_out(recipe, task)
+        orders = f", orders {task.orders}" if task.orders is not None else ""
+        benchmarks.append(Benchmark(
+            name=f"{recipe.name}:{task.name}",
+            title=task.title,
+            version=version(dataclasses.asdict(task)),
+            loader="recipe",
+            loader_options={**options, "component": task.component, "orders": task.orders},
+            needs_user_file=recipe.component(task.component).optional,
+            held_out=held_out,
+            compare_rules=True,
+            description=f"recipe {recipe.name}, test part of component '{task.component}'{orders} "
+            f"({'held out' if held_out else 'in distribution'})",
+        ))
+    return benchmarks
+
+
+_RECIPE_BUILDS: dict[tuple, Any] = {}  # one build per recipe, split and data root in a process: its tasks share it
+
+
+def recipe_examples(recipe: str, split: str, component: str | None = None, orders: list[int] | None = None) -> list[Example]:
+    """The examples of one recipe task. The test split is built as if nothing were trained on (its parts
+    are drawn exactly as in every mixture; a mixture that trains on absent FANToM still has its other
+    tests); an absent optional component raises :class:`DataMissing` with the loader's how-to-obtain."""
+    from tomrl.loaders.recipes import build, load_recipe
+
+    resolved = load_recipe(recipe)
+    key = (str(recipe), split, os.environ.get("TOMRL_DATA"), repr(dataclasses.asdict(resolved)))
+    if key not in _RECIPE_BUILDS:
+        _RECIPE_BUILDS[key] = build(dataclasses.replace(resolved, train_on=[]) if split == "test" else resolved)
+    built = _RECIPE_BUILDS[key]
+    if split != "test":
+        return list(built.splits[split])
+    if component not in built.splits["test"]:
+        note = next((n for n in built.notes if f"'{component}'" in n), f"component '{component}' produced no test rows")
+        raise DataMissing(f"recipe {resolved.name}, task data absent: {note}")
+    rows = built.splits["test"][component]
+    return [r for r in rows if orders is None or r.order in orders]
 
 
 class DataMissing(BadInputError):
@@ -293,6 +404,8 @@ def load_examples(
         if skipped is not None:
             skipped.extend(report.skipped)
         return examples
+    if benchmark.loader == "recipe":
+        return recipe_examples(**benchmark.loader_options)
     if benchmark.loader == "gsm8k-jsonl":
         if path is None:
             raise DataMissing(f"benchmark 'gsm8k': no data file; set data_paths.gsm8k=FILE (JSONL rows with question and answer)")

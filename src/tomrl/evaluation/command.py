@@ -7,6 +7,7 @@
     tomrl eval --engine openai --model gpt-4o-mini --benchmark tomi --limit 100 openai.base_url=https://api.openai.com/v1
     tomrl eval --config configs/eval/paper_a.yaml model=./checkpoints/step-800 paper_row="0.5B + RL"
     tomrl eval --table runs/eval/A runs/eval/B                          # Table 1 of finished runs
+    tomrl eval --model M --benchmark recipe:paper-b-all:test --benchmark mine.jsonl   # Paper B's 12 tasks, and a file
 
 Writes ``samples.jsonl``, ``results.json``, ``table.md`` (and ``run.json``, ``timing.jsonl``)
 into ``--out`` (default ``runs/eval/<model>-<settings hash>``). Interrupted (Ctrl-C, a crash, a
@@ -32,7 +33,11 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides, e.g. max_new_tokens=512")
     parser.add_argument("--config", help="YAML config under configs/eval/ (flags and key=value override it)")
     parser.add_argument("--model", help="embedded name, hub id, local path, or API model name")
-    parser.add_argument("--benchmark", "--benchmarks", dest="benchmark", help="comma-separated benchmarks or suites (see --list)")
+    parser.add_argument(
+        "--benchmark", "--benchmarks", dest="benchmark", action="append",
+        help="benchmarks or suites (see --list), comma-separated or repeated; also a unified-schema FILE.jsonl, or "
+        "recipe:NAME:SPLIT (recipe:paper-b-all:test: each test task of the recipe, Paper B's 12 for its recipes)",
+    )
     parser.add_argument("--limit", type=int, help="at most N questions per benchmark, spread over orders (seeded)")
     parser.add_argument("--out", help="run folder (resumes if it holds a run with the same settings)")
     parser.add_argument("--engine", help=f"generation engine (default hf): {engines_help()}")  # checked by the config
@@ -53,6 +58,11 @@ def _list_text() -> str:
     for name, bench in BENCHMARKS.items():
         extra = f" [Paper A column: {bench.paper_column}]" if bench.paper_column else ""
         lines.append(f"  {name:<22} v{bench.version} {bench.loader}, prompt {bench.prompt_for(None).style}: {bench.description}{extra}")
+    from tomrl.loaders.recipes import recipe_names
+
+    lines.append("Recipes (recipe:NAME:test evaluates each test task; recipe:NAME:validation / :train the whole split):")
+    lines.append("  " + ", ".join(recipe_names()))
+    lines.append("Files: any unified-schema FILE.jsonl")
     return "\n".join(lines)
 
 
@@ -81,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
         if value is not None:
             overrides.append(f"{key}={json.dumps(value)}")
     if args.benchmark is not None:
-        names = [n.strip() for n in args.benchmark.split(",") if n.strip()]
+        names = [n.strip() for value in args.benchmark for n in value.split(",") if n.strip()]
         overrides.append(f"benchmarks={json.dumps(names)}")
     if args.greedy:
         overrides.append("temperature=0")

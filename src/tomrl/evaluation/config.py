@@ -42,7 +42,8 @@ class EvalConfig:
     model: str = setting("smollm2-135m", help="model: embedded name (smollm2-135m), hub id, local path, or the API model name (engine openai)")
     benchmarks: Annotated[list[str], AfterValidator(check_names)] = setting(
         default_factory=lambda: ["paper"],
-        help=f"benchmark or suite names (see `tomrl eval --list`), or unified-schema .jsonl files: suites {', '.join(SUITES)}; "
+        help=f"benchmark or suite names (see `tomrl eval --list`), unified-schema .jsonl files, or recipe:NAME:SPLIT (each test "
+        f"task of a recipe: recipe:paper-b-all:test gives Paper B's 12): suites {', '.join(SUITES)}; "
         f"benchmarks {', '.join(BENCHMARKS)}, or any added with tomrl.evaluation.benchmarks.register_benchmark",
     )
     limit: int | None = setting(

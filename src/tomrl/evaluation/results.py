@@ -8,7 +8,9 @@ Each sample row (one line of ``samples.jsonl``) carries the checks of its benchm
 ``correct`` / ``format_ok`` / ``extracted`` / ``reason`` for ``strict``, prefixed per :data:`SCHEME_FIELDS`
 for the others (``paper_`` for ``paper_eval``). Per scheme, the benchmark's metric (:data:`METRICS`) and
 format-failure rate are each a :func:`rate` with its n and interval; nothing is reported without them. Contrast-pair
-benchmarks also get :func:`summarize_pairs` (pair accuracy, answer unchanged within a pair).
+benchmarks also get :func:`summarize_pairs` (pair accuracy, answer unchanged within a pair). Benchmarks that
+ask for it (recipe tasks) get :func:`no_tom_rules`: the best agent-agnostic rule on the very same questions,
+overall and per group, to stand beside each accuracy.
 """
 
 from __future__ import annotations
@@ -165,3 +167,40 @@ def format_rate(summary: dict[str, Any], digits: int = 1) -> str:
     return (
         f"{100 * summary['value']:.{digits}f} % [{100 * summary['low']:.{digits}f}, {100 * summary['high']:.{digits}f}] (n={summary['n']})"
     )
+
+
+def no_tom_rules(examples: Sequence[Any], group_by: Iterable[str] = ("order", "question_type"), interval: str = "wilson",
+                 resamples: int = 2000, seed: int = 0) -> dict[str, Any]:
+    """The best no-ToM rule (:func:`tomrl.audit.rules.best_rules`: agent-agnostic, chosen per order on
+    these very questions, so an upper estimate of a shortcut) beside each accuracy of a benchmark.
+
+    ``overall`` answers each question with its order's best rule; ``by_order`` gives each order's
+    own; other groups (``by_question_type`` …) use the per-order answers. Accuracy counts every
+    question of the group, those the rules cannot read (not a location question: OpenToM's
+    attitude, FANToM) as wrong; ``n_location`` says how many they could read. Keys as
+    :func:`summarize_benchmark`'s, ``rule`` None where no rule applies.
+    """
+    from tomrl.audit.heuristics import answers_match, is_location_question
+    from tomrl.audit.rules import best_rules
+
+    rules = best_rules(examples)
+    combined = rules.get("all")
+
+    def entry(members: Sequence[Any], rule) -> dict[str, Any]:
+        result: dict[str, Any] = {"n": len(members), "n_location": sum(1 for e in members if is_location_question(e.question))}
+        if rule is None or result["n_location"] == 0:
+            return {**result, "rule": None, "accuracy": None, "chance": None}
+        hits = [answers_match(rule.answers.get(e.id), e.answer) for e in members]
+        return {**result, "rule": rule.rule, "accuracy": rate(hits, interval, resamples, seed), "chance": rule.chance}
+
+    summary: dict[str, Any] = {"overall": entry(examples, combined)}
+    for field_name in group_by:
+        groups: dict[str, list[Any]] = {}
+        for example in examples:
+            groups.setdefault(_group_key(getattr(example, field_name, None)), []).append(example)
+        by_group = {}
+        for key in sorted(groups, key=lambda k: (not k.lstrip("-").isdigit(), int(k) if k.lstrip("-").isdigit() else 0, k)):
+            rule = rules.get(key if key != "none" else "None") if field_name == "order" else combined
+            by_group[key] = entry(groups[key], rule)
+        summary[f"by_{field_name}"] = by_group
+    return summary

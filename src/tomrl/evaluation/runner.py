@@ -43,7 +43,7 @@ from tomrl.config import ConfigError, config_to_dict
 from tomrl.evaluation.benchmarks import Benchmark, DataMissing, load_examples, resolve, select
 from tomrl.evaluation.config import EvalConfig, generation_settings
 from tomrl.generation.base import Sampling
-from tomrl.evaluation.results import DEFAULT_SCHEMES, SCHEME_FIELDS, summarize_benchmark, summarize_pairs, throughput
+from tomrl.evaluation.results import DEFAULT_SCHEMES, SCHEME_FIELDS, no_tom_rules, summarize_benchmark, summarize_pairs, throughput
 from tomrl.io import JsonlAppender, atomic_write_json, atomic_write_text, iter_jsonl
 from tomrl.schema import Example
 
@@ -74,13 +74,17 @@ def answer_stop(cfg: EvalConfig) -> tuple[str, ...]:
     return ("</answer>",) if cfg.stop_at_answer else ()
 
 
-def score(completion_text: str, gold: str, prefill: str, schemes: Sequence[str] = DEFAULT_SCHEMES) -> dict[str, Any]:
-    """Each scheme's check of one completion, through the one answer checker (fields prefixed per SCHEME_FIELDS)."""
+def score(
+    completion_text: str, gold: str, prefill: str, schemes: Sequence[str] = DEFAULT_SCHEMES, question_type: str | None = None
+) -> dict[str, Any]:
+    """Each scheme's check of one completion, through the one answer checker (fields prefixed per SCHEME_FIELDS);
+    ``question_type`` picks the answer kind (FANToM's ``…:list`` questions are sets of names, GSM8K's numbers)."""
     from tomrl.rewards.answer import check_answer
 
     row: dict[str, Any] = {}
     for scheme in schemes:
-        check, prefix = check_answer(completion_text, gold, scheme=scheme, prefill=prefill), SCHEME_FIELDS[scheme][0]
+        check = check_answer(completion_text, gold, scheme=scheme, prefill=prefill, question_type=question_type)
+        prefix = SCHEME_FIELDS[scheme][0]
         row.update({f"{prefix}{name}": getattr(check, name) for name in ("extracted", "correct", "format_ok", "reason")})
     return row
 
@@ -105,7 +109,7 @@ def _sample_row(benchmark: Benchmark, example: Example, style: str, prefill: str
         "prompt_tokens": completion.prompt_tokens,
         "finish_reason": completion.finish_reason,
     }
-    row.update(score(completion.text, example.answer, prefill, benchmark.schemes))
+    row.update(score(completion.text, example.answer, prefill, benchmark.schemes, example.question_type))
     return row
 
 
@@ -205,7 +209,7 @@ def _run_eval(cfg: EvalConfig, log: Callable[[str], None], engine) -> EvalOutcom
             if not optional:
                 raise
             outcome.skipped[benchmark.name] = str(missing)
-            log(f"{benchmark.name}: skipped, data not present ({str(missing).split('.')[0]})")
+            log(f"{benchmark.name}: skipped, data not present: {missing}")  # whole: it says how to obtain the data
             continue
         plans.append((benchmark, examples))
     folder.check_and_record(cfg, [b for b, _ in plans])
@@ -304,7 +308,11 @@ def write_results(cfg, folder: _RunFolder, plans, selections, done, outcome: Eva
             "n_answered": len(rows),
             "complete": len(rows) == len(selected),
         }
+        if benchmark.held_out is not None:  # a recipe task: in the recipe's training distribution or not
+            entry["held_out"] = benchmark.held_out
         entry.update(summarize_benchmark(rows, benchmark.group_by, cfg.interval, cfg.bootstrap_resamples, cfg.seed, benchmark.schemes, benchmark.metric))
+        if benchmark.compare_rules:
+            entry["no_tom_rule"] = no_tom_rules(selected, benchmark.group_by, cfg.interval, cfg.bootstrap_resamples, cfg.seed)
         pairs = summarize_pairs([(e, done.get((benchmark.name, e.id))) for e in selected], cfg.interval, cfg.bootstrap_resamples, cfg.seed, benchmark.schemes)
         if pairs is not None:  # contrast-pair benchmarks: pair accuracy, answer unchanged
             entry["pairs"] = pairs

@@ -118,6 +118,43 @@ def _pct(group: dict[str, Any], scheme: str, key: str) -> str:  # "–" where th
     return f"{100 * summary['value']:.1f} [{100 * summary['low']:.1f}, {100 * summary['high']:.1f}]"
 
 
+def _rule_cell(rule: dict[str, Any] | None) -> str:
+    if not rule or rule.get("accuracy") is None:
+        return "– (no location question)" if rule else "–"
+    accuracy = rule["accuracy"]
+    if accuracy["n"] == 0:
+        return "–"
+    return f"{100 * accuracy['value']:.1f} [{100 * accuracy['low']:.1f}, {100 * accuracy['high']:.1f}] {rule['rule']}"
+
+
+def tasks_markdown(results: dict[str, Any]) -> list[str]:
+    """Recipe tasks (``recipe:NAME:test``, Paper B's 12 for its recipes): in distribution or held out, accuracy
+    with its interval and the best no-ToM rule on the same questions; absent tasks with how to obtain their data."""
+    tasks = {name: bench for name, bench in results["benchmarks"].items() if "held_out" in bench}
+    skipped = {name: why for name, why in results.get("skipped", {}).items() if ":" in name}
+    if not tasks and not skipped:
+        return []
+    lines = [
+        "", "## Tasks", "",
+        "| Task | | n | strict % [95 % CI] | paper scoring % [95 % CI] | best no-ToM rule % [95 % CI] (rule) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, bench in tasks.items():
+        overall, metric = bench["overall"], bench.get("metric", "accuracy")
+        n = f"{overall['n']}" + ("" if bench.get("complete", True) else f" of {bench['n_selected']}")
+        kind = "held out" if bench["held_out"] else "in distribution"
+        rule = (bench.get("no_tom_rule") or {}).get("overall")
+        lines.append(f"| {bench.get('title', name)} | {kind} | {n} | {_pct(overall, 'strict', metric)} | "
+                     f"{_pct(overall, 'paper_eval', metric)} | {_rule_cell(rule)} |")
+    for name, why in skipped.items():
+        lines.append(f"| {name} | absent | 0 | – | – | – |")
+    for name, why in skipped.items():
+        lines += ["", f"{name}: not evaluated: {why}"]
+    lines += ["", "The rule is the best agent-agnostic rule of tomrl.audit.rules chosen per order on these very questions "
+              "(an upper estimate of what a shortcut gets); it reads location questions only, others count as wrong."]
+    return lines
+
+
 def summary_markdown(results: dict[str, Any]) -> str:
     """Every benchmark of one run, overall and per order / question type, its metric under both house schemes."""
     lines = [
@@ -148,18 +185,24 @@ def summary_markdown(results: dict[str, Any]) -> str:
                 f"| {name} | {pairs['kind']} | {pairs['n_pairs']} | {_pct(pairs, 'strict', 'item_accuracy')} | {_pct(pairs, 'strict', 'pair_accuracy')} | "
                 f"{_pct(pairs, 'paper_eval', 'pair_accuracy')} | {_pct(pairs, 'strict', 'answer_unchanged')} |"
             )
+    lines += tasks_markdown(results)
     for name, bench in results["benchmarks"].items():
         metric = bench.get("metric", "accuracy")
+        rules = bench.get("no_tom_rule") or {}
         for group in ("by_order", "by_question_type"):
             breakdown = bench.get(group)
             if not breakdown or len(breakdown) < 2 and group == "by_question_type":
                 continue
             label = group.removeprefix("by_").replace("_", " ")
-            lines += ["", f"### {name} by {label}", "", f"| {label} | n | paper scoring % [95 % CI] | strict % [95 % CI] | strict format failures % |", "|---|---|---|---|---|"]
+            rule_header = (" best no-ToM rule % [95 % CI] (rule) |", "---|") if rules else ("", "")
+            lines += ["", f"### {name} by {label}", "",
+                      f"| {label} | n | paper scoring % [95 % CI] | strict % [95 % CI] | strict format failures % |{rule_header[0]}",
+                      "|---|---|---|---|---|" + rule_header[1]]
             for key, summary in breakdown.items():
+                rule = f" {_rule_cell(rules.get(group, {}).get(key))} |" if rules else ""
                 lines.append(
                     f"| {key} | {summary['n']} | {_pct(summary, 'paper_eval', metric)} | {_pct(summary, 'strict', metric)} | "
-                    f"{_pct(summary, 'strict', 'format_failure')} |"
+                    f"{_pct(summary, 'strict', 'format_failure')} |{rule}"
                 )
     if results.get("skipped"):
         lines += ["", "Skipped (data not present): " + ", ".join(sorted(results["skipped"])) + "."]

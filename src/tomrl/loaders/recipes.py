@@ -22,7 +22,10 @@ set (see :mod:`tomrl.training.split_rule`).
 ``extends: other-recipe`` starts from another recipe and replaces the keys given, so Paper B's
 mixtures share one declaration of their data and differ only in ``train_on`` (which components
 are trained on; the others keep only their test part, drawn exactly as when they are trained on)
-and ``train_orders`` (orders kept in a component's train and validation parts).
+and ``train_orders`` (orders kept in a component's train and validation parts: those are drawn
+afresh from the same train and validation stories at the component's full ``split_counts``, Paper
+B's 900 / 300 for its Hi-ToM order subsets, and where the stories hold too few rows of those orders
+every one of them is taken and the build's notes say so).
 
 Rules enforced here: a data set whose card is evaluation-only (OpenToM) can never feed a training
 or validation split (:func:`tomrl.loaders.registry.refuse_evaluation_only`); a component used for
@@ -143,6 +146,14 @@ class Component:
 
 
 @dataclass(frozen=True)
+class Task:
+    name: str = setting(help="the task's name in results (after the recipe's: paper-b-all:hitom-order1)")
+    title: str = setting(help="the task's name in tables, e.g. the paper's ('HiToM 1st order')")
+    component: str = setting(help="the component whose test part the task is")
+    orders: list[int] | None = setting(None, help="only the test rows of these orders (null: all of them)")
+
+
+@dataclass(frozen=True)
 class Recipe:
     name: str = setting(help="recipe name (the file name under configs/recipes/)")
     description: str = setting("", help="what the recipe reproduces and how it departs from the paper")
@@ -154,9 +165,16 @@ class Recipe:
         None, help="components whose train/validation parts are kept (null: all); the others contribute their test part only"
     )
     train_orders: dict[str, list[int]] = setting(
-        default_factory=dict, help="component -> orders kept in its train and validation parts (the test keeps all orders)"
+        default_factory=dict,
+        help="component -> orders kept in its train and validation parts, drawn at the component's full split_counts from the "
+        "same stories (the test keeps all orders; a note says where the stories hold too few rows of these orders)",
     )
     forbid_story_overlap: bool = setting(False, help="fail the build if a story occurs in two splits (clean recipes)")
+    tasks: list[Task] = setting(
+        default_factory=list,
+        help="how `tomrl eval --benchmark recipe:NAME:test` reports the test split: named tasks (a component's test part, or "
+        "its rows of some orders), e.g. Paper B's 12; empty: one task per test component",
+    )
 
     def __post_init__(self) -> None:
         if self.extends is not None:
@@ -170,6 +188,14 @@ class Recipe:
         for key in list(self.train_on or []) + list(self.train_orders):
             if key not in names:
                 raise ValueError(f"recipe '{self.name}': train_on/train_orders name '{key}', which is not a component ({', '.join(names)})")
+        tested = [c.name for c in self.components if "test" in c.splits()]
+        for task in self.tasks:
+            if task.component not in tested:
+                raise ValueError(f"recipe '{self.name}': task '{task.name}' names component '{task.component}', which has no test part "
+                                 f"(components with one: {', '.join(tested)})")
+        task_names = [t.name for t in self.tasks]
+        if len(set(task_names)) != len(task_names):
+            raise ValueError(f"recipe '{self.name}': task names must be unique, got {task_names}")
         for index, component in enumerate(self.components):
             for other in component.exclude_stories_of:
                 if other not in names[:index]:
@@ -344,8 +370,9 @@ def _story_groups(rows: list[Example]) -> dict[int, str]:
     return {i: find(f"id:{row.story_id}") for i, row in enumerate(rows)}
 
 
-def _divide_by_story(rows: list[Example], c: Component, rng: random.Random, where: str) -> dict[str, list[Example]]:
-    """Stories shuffled and cut in proportion to split_counts; then each split sampled to its size."""
+def _divide_by_story(rows: list[Example], c: Component, rng: random.Random, where: str) -> tuple[dict[str, list[Example]], dict[str, list[Example]]]:
+    """Stories shuffled and cut in proportion to split_counts; then each split sampled to its size.
+    Returns the sampled parts and each split's whole pool of rows (all rows of its stories)."""
     group = _story_groups(rows)
     stories = sorted(set(group.values()))
     rng.shuffle(stories)
@@ -359,11 +386,39 @@ def _divide_by_story(rows: list[Example], c: Component, rng: random.Random, wher
         for story in stories[start:end]:
             owner[story] = split
         start = end
-    parts = {}
+    parts, pools = {}, {}
     for split, n in counts.items():
-        pool = [r for i, r in enumerate(rows) if owner[group[i]] == split]
-        parts[split] = _sample(pool, n, c.strata, rng, f"{where}, {split} split")
-    return parts
+        pools[split] = [r for i, r in enumerate(rows) if owner[group[i]] == split]
+        parts[split] = _sample(pools[split], n, c.strata, rng, f"{where}, {split} split")
+    return parts, pools
+
+
+def _order_subset(pool: list[Example], count: int, orders: list[int], strata: list[Stratum] | None, rng: random.Random) -> tuple[list[Example], str | None]:
+    """Up to ``count`` rows of ``orders`` from a split's whole pool (the rows of its stories), the
+    component's strata kept among those orders with their shares rescaled; where a stratum has
+    fewer rows than its target, all of them, and a line saying so (None when the target is met)."""
+    rows = [r for r in pool if r.order in orders]
+    kept = [s for s in strata or [] if s.orders is None or set(s.orders) & set(orders)]
+    if strata and not kept:
+        kept = list(strata)
+    if kept:
+        total = sum(s.share for s in kept)
+        kept = [dataclasses.replace(s, share=s.share / total) for s in kept]
+    groups: dict[int, list[int]] = {}
+    for position, row in enumerate(rows):
+        stratum = _stratum_of(row, kept or None)
+        if stratum is not None:
+            groups.setdefault(stratum, []).append(position)
+    chosen: list[int] = []
+    short = []
+    for index, target in enumerate(_targets(count, kept or None)):
+        available = groups.get(index, [])
+        take = min(target, len(available))
+        if take < target:
+            short.append(f"{kept[index].name if kept else 'rows'} {len(available)} of {target}")
+        chosen.extend(rng.sample(available, take))
+    picked = [rows[p] for p in sorted(chosen)]
+    return picked, ("; ".join(short) if short else None)
 
 
 def _hold_out_stories(rows: list[Example], share: float, rng: random.Random) -> dict[str, list[Example]]:
@@ -421,7 +476,9 @@ def build(recipe: Recipe) -> BuildResult:
             if c.validation_share is not None:
                 parts = _hold_out_stories(parts[c.split], c.validation_share, rng)
         else:
-            parts = _divide_by_story(rows, c, rng, where)
+            parts, pools = _divide_by_story(rows, c, rng, where)
+            if c.name in recipe.train_orders and recipe.trains_on(c.name):
+                parts = {**parts, **_order_parts(recipe, c, pools, notes)}
         stories_of[c.name] = {key for part in parts.values() for r in part for key in story_keys(r)}
         summary[c.name] = {}
         for split, part in parts.items():
@@ -449,6 +506,34 @@ def build(recipe: Recipe) -> BuildResult:
     if not train and not test:
         raise ConfigError(f"recipe '{recipe.name}': produced no rows")
     return BuildResult({"train": train, "validation": validation, "test": test}, notes, summary)
+
+
+def _order_parts(recipe: Recipe, c: Component, pools: dict[str, list[Example]], notes: list[str]) -> dict[str, list[Example]]:
+    """An order subset's train and validation parts at the component's full sizes (Paper B: 900 / 300).
+
+    The stories stay where the whole component put them and the test part is left as drawn (the
+    same in every mixture; this redraw has a random stream of its own); within the train and validation stories the
+    rows of the kept orders are sampled afresh to ``split_counts``, instead of filtering the mixed
+    sample (which would leave a quarter of it for one order of four). Where the stories hold fewer
+    rows of those orders, all are taken and a note says so.
+    """
+    orders = recipe.train_orders[c.name]
+    rng = _seed_rng(c.seed if c.seed is not None else recipe.seed, f"{c.name}:orders")  # apart from the test's draws
+    parts, short = {}, []
+    for split in ("train", "validation"):
+        target = (c.split_counts or {}).get(split, 0)
+        if target <= 0:
+            continue
+        parts[split], shortfall = _order_subset(pools.get(split, []), target, orders, c.strata, rng)
+        if shortfall is not None:
+            stories = len({story_key(r.story) for r in pools.get(split, [])})
+            short.append(f"{split} {len(parts[split])} of {target} rows ({shortfall}: its {stories} stories hold no more)")
+    if short:
+        notes.append(
+            f"component '{c.name}' ({c.loader or 'generated'}), orders {orders}: " + "; ".join(short) + ". The source has too few stories for the "
+            "declared sizes of these orders alone; every available row of them is used"
+        )
+    return parts
 
 
 def _check_no_overlap(recipe: Recipe, train: list[Example], validation: list[Example], test: dict[str, list[Example]]) -> None:

@@ -19,6 +19,21 @@ with* gold), ``paper_eval`` (Paper A's evaluation: the same match, no format che
 (four-tag format, strict equality, independent). docs/rewards.md (Answer schemes) tables their
 format rules, extraction and normalisation, Paper A's quirks included.
 
+Answer kinds, read from the question type (pass ``question_type=`` where it is known; training rows
+and evaluation samples carry it), change only how an extracted answer is compared:
+
+- ``set`` (question types ending in ``:list``, FANToM's list questions): the answer is a set of
+  names, order-insensitive, as FANToM's own scorer counts it (every aware character named, no
+  unaware one): "Bob and Alice" is right for gold "Alice, Bob". The items (split at commas,
+  semicolons, "and", "&", new lines) must equal the gold's after the scheme's normalisation; "none",
+  "nobody", "no one" are the empty set. The suffix match of the paper schemes does not apply.
+- ``number`` (question type ``math``: GSM8K): the answer is read from the last ``\\boxed{…}``
+  (Qwen's and Paper A's math format) if the completion has one, else from the scheme's answer
+  tag, and compared as a number (``$1,024.00`` equals ``1024``). ``paper_eval``, the lenient
+  pipeline, also falls back to the last number anywhere in the completion (lm-evaluation-harness's
+  "flexible extract"); ``strict`` does not.
+- ``text``: everything else, as above.
+
 Every function here is total: any string (empty, megabytes long, control characters, lone
 surrogates) gives an answer and never raises.
 """
@@ -31,7 +46,9 @@ from typing import Literal, get_args
 
 Scheme = Literal["strict", "paper", "paper_eval", "paper_b"]
 SCHEMES: tuple[str, ...] = get_args(Scheme)
+AnswerKind = Literal["text", "set", "number"]
 DEFAULT_PREFILL = "<think>"
+MATH_QUESTION_TYPE = "math"  # GSM8K rows (tomrl.evaluation.benchmarks.read_gsm8k)
 
 THINK_OPEN, THINK_CLOSE, ANSWER_OPEN, ANSWER_CLOSE = "<think>", "</think>", "<answer>", "</answer>"
 PAPER_TAGS = (THINK_OPEN, THINK_CLOSE, ANSWER_OPEN, ANSWER_CLOSE)
@@ -42,6 +59,12 @@ _ANY_TAG = re.compile(r"<\s*(?:/\s*)?(?:think|answer)\s*(?:/\s*)?>", re.IGNORECA
 _WORD_CHARACTER = re.compile(r"\w")
 
 _STRICT_PUNCTUATION = str.maketrans("", "", ".,;:!?'\"")
+# Separators of the names in a list answer ("Alice, Bob and Carol"); commas are split before normalising.
+_LIST_SEPARATORS = re.compile(r"\s*(?:[,;&/\n]|\band\b)\s*", re.IGNORECASE)
+_EMPTY_LIST = frozenset({"none", "nobody", "no one", "noone", "neither", "nothing", "empty"})
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+_BOXED = "\\boxed"
 _PAPER_PUNCTUATION = re.compile(r"[.,;:!?]")
 _WHITESPACE = re.compile(r"\s+")
 
@@ -87,10 +110,80 @@ def normalize(text: str, scheme: Scheme = "strict") -> str:
     return normalized
 
 
-def answers_match(predicted: str | None, gold: str, scheme: Scheme = "strict") -> bool:
-    """Does an extracted answer match the gold under ``scheme``'s normaliser and matcher?"""
+def answer_kind(question_type: str | None) -> AnswerKind:
+    """How answers to questions of this type are compared: ``set`` (``…:list``), ``number`` (``math``) or ``text``."""
+    if isinstance(question_type, str):
+        if question_type.endswith(":list"):
+            return "set"
+        if question_type == MATH_QUESTION_TYPE:
+            return "number"
+    return "text"
+
+
+def answer_items(text: str | None, scheme: Scheme = "strict") -> frozenset[str]:
+    """The names of a list answer, normalised as ``scheme`` normalises answers ("none" = no names)."""
+    items = set()
+    for part in _LIST_SEPARATORS.split(_as_text(text)):
+        item = normalize(part, scheme).strip()
+        if item and item not in _EMPTY_LIST:
+            items.add(item)
+    return frozenset(items)
+
+
+def parse_number(text: str | None, lenient: bool = False) -> float | None:
+    """The number an answer states: "$1,024.00" -> 1024.0, "18 dollars" -> 18.0, "\\frac{3}{4}" -> 0.75.
+
+    Strict (the default) reads a number only when the answer holds exactly one; ``lenient`` takes
+    the last one (lm-evaluation-harness's flexible extraction). None when there is none.
+    """
+    text = _as_text(text)
+    fraction = re.fullmatch(r"\s*\$?\s*\\[dt]?frac\{(-?\d+)\}\{(\d+)\}\s*\$?\s*", text)
+    if fraction and len(fraction.group(0)) < 100 and int(fraction.group(2)) != 0:
+        return int(fraction.group(1)) / int(fraction.group(2))
+    numbers = _NUMBER.findall(_THOUSANDS.sub("", text))
+    if not numbers or (len(numbers) > 1 and not lenient):
+        return None
+    try:
+        return float(numbers[-1])
+    except (ValueError, OverflowError):
+        return None
+
+
+def numbers_equal(predicted: float | None, gold: float | None) -> bool:
+    if predicted is None or gold is None:
+        return False
+    return abs(predicted - gold) <= 1e-6 * max(1.0, abs(gold))
+
+
+def last_boxed(text: str | None) -> str | None:
+    """The content of the last ``\\boxed{…}`` whose braces close, stripped; None if there is none."""
+    text = _as_text(text)
+    end = len(text)  # an earlier box that is still open here can never close (linear time on any input)
+    start = text.rfind(_BOXED + "{")
+    while start >= 0:
+        depth = 0
+        for position in range(start + len(_BOXED), end):
+            if text[position] == "{":
+                depth += 1
+            elif text[position] == "}":
+                depth -= 1
+                if depth == 0:
+                    return text[start + len(_BOXED) + 1 : position].strip()
+        end = start
+        start = text.rfind(_BOXED + "{", 0, start)
+    return None
+
+
+def answers_match(predicted: str | None, gold: str, scheme: Scheme = "strict", question_type: str | None = None) -> bool:
+    """Does an extracted answer match the gold under ``scheme``'s normaliser and matcher (and the
+    question type's answer kind: a set of names, a number, or text)?"""
     if predicted is None or not predicted.strip():
         return False
+    kind = answer_kind(question_type)
+    if kind == "set":
+        return answer_items(predicted, scheme) == answer_items(gold, scheme)
+    if kind == "number":
+        return numbers_equal(parse_number(predicted, lenient=scheme == "paper_eval"), parse_number(gold, lenient=True))
     if scheme in ("paper", "paper_eval"):
         norm_pred, norm_gold = normalize(predicted, scheme), normalize(gold, scheme)
         if norm_pred == norm_gold:
@@ -213,23 +306,28 @@ def extract_answer(completion: str, scheme: Scheme = "strict", prefill: str = DE
     raise ValueError(f"unknown answer scheme {scheme!r}; known: {', '.join(SCHEMES)}")
 
 
-def check_answer(completion: str, gold: str, scheme: Scheme = "strict", prefill: str = DEFAULT_PREFILL) -> AnswerCheck:
-    """Check one completion against its gold answer under ``scheme`` (see the module docstring)."""
+def check_answer(
+    completion: str, gold: str, scheme: Scheme = "strict", prefill: str = DEFAULT_PREFILL, question_type: str | None = None
+) -> AnswerCheck:
+    """Check one completion against its gold answer under ``scheme`` (see the module docstring);
+    ``question_type`` selects the answer kind (:func:`answer_kind`)."""
     if scheme not in SCHEMES:
         raise ValueError(f"unknown answer scheme {scheme!r}; known: {', '.join(SCHEMES)}")
     gold = _as_text(gold)
+    if answer_kind(question_type) == "number":
+        return _check_number(completion, gold, scheme, prefill)
     if scheme == "strict":
         answer, reason = _strict_parse(completion, prefill)
         if answer is None:
             return AnswerCheck(False, None, False, reason)
-        correct = answers_match(answer, gold, "strict")
-        return AnswerCheck(True, answer, correct, _verdict(answer, gold, correct, "strict"))
+        correct = answers_match(answer, gold, "strict", question_type)
+        return AnswerCheck(True, answer, correct, _verdict(answer, gold, correct, "strict", question_type))
     if scheme == "paper_eval":
         answer = last_answer_tag(completion)
         if answer is None:
             return AnswerCheck(False, None, False, "no <answer>…</answer> tag")
-        correct = answers_match(answer, gold, "paper_eval")
-        return AnswerCheck(True, answer, correct, _verdict(answer, gold, correct, "paper_eval"))
+        correct = answers_match(answer, gold, "paper_eval", question_type)
+        return AnswerCheck(True, answer, correct, _verdict(answer, gold, correct, "paper_eval", question_type))
     format_ok, format_reason = paper_format_ok(completion, prefill)
     answer = last_answer_tag(_as_text(prefill) + _as_text(completion))
     if scheme == "paper":
@@ -237,15 +335,61 @@ def check_answer(completion: str, gold: str, scheme: Scheme = "strict", prefill:
             return AnswerCheck(False, answer, False, format_reason)
         if not answer:
             return AnswerCheck(True, answer, False, "empty answer")
-        correct = answers_match(answer, gold, "paper")
-        return AnswerCheck(True, answer, correct, _verdict(answer, gold, correct, "paper"))
+        correct = answers_match(answer, gold, "paper", question_type)
+        return AnswerCheck(True, answer, correct, _verdict(answer, gold, correct, "paper", question_type))
     # paper_b: the two components are independent.
-    correct = answers_match(answer, gold, "strict")
-    reason = _verdict(answer, gold, correct, "strict") if answer else "no answer"
+    correct = answers_match(answer, gold, "strict", question_type)
+    reason = _verdict(answer, gold, correct, "strict", question_type) if answer else "no answer"
     return AnswerCheck(format_ok, answer, correct, f"{format_reason}; {reason}")
 
 
-def _verdict(answer: str, gold: str, correct: bool, scheme: Scheme) -> str:
+def _check_number(completion: str, gold: str, scheme: Scheme, prefill: str) -> AnswerCheck:
+    """A math answer: the last ``\\boxed{…}`` if the completion has one, else the scheme's answer tag
+    (a boxed answer inside it counts too); ``paper_eval`` falls back to the last number anywhere."""
+    text = _as_text(completion)
+    boxed = last_boxed(text)
+    if scheme == "strict":
+        answer, reason = _strict_parse(completion, prefill)
+        format_ok = answer is not None or boxed is not None
+        if boxed is not None:
+            answer = boxed
+        if not format_ok:
+            return AnswerCheck(False, None, False, f"{reason}; no \\boxed{{}} answer either")
+    elif scheme == "paper_eval":
+        tagged = last_answer_tag(text)
+        answer = boxed if boxed is not None else tagged
+        format_ok = answer is not None
+        if answer is None:
+            numbers = _NUMBER.findall(_THOUSANDS.sub("", text))
+            if not numbers:
+                return AnswerCheck(False, None, False, "no \\boxed{}, no <answer> tag and no number")
+            answer = numbers[-1]  # flexible extraction: the last number of the completion
+    else:
+        format_ok, reason = paper_format_ok(completion, prefill)
+        tagged = last_answer_tag(_as_text(prefill) + text)
+        answer = last_boxed(tagged) if tagged and last_boxed(tagged) is not None else (tagged if tagged is not None else boxed)
+        if scheme == "paper" and not format_ok:
+            return AnswerCheck(False, answer, False, reason)
+    inner = last_boxed(answer)
+    if inner is not None:
+        answer = inner
+    correct = answers_match(answer, gold, scheme, MATH_QUESTION_TYPE)
+    return AnswerCheck(format_ok, answer, correct, _verdict(answer or "", gold, correct, scheme, MATH_QUESTION_TYPE))
+
+
+def _verdict(answer: str, gold: str, correct: bool, scheme: Scheme, question_type: str | None = None) -> str:
+    kind = answer_kind(question_type)
+    if kind == "set":
+        predicted, expected = answer_items(answer, scheme), answer_items(gold, scheme)
+        if correct:
+            return "correct (the same names, order aside)"
+        missing, extra = sorted(expected - predicted), sorted(predicted - expected)
+        return f"wrong: missing {_clip(', '.join(missing)) or 'none'}; not in the gold: {_clip(', '.join(extra)) or 'none'}"
+    if kind == "number":
+        value = parse_number(answer, lenient=scheme == "paper_eval")
+        if correct:
+            return f"correct (numerically equal to {_clip(gold)!r})"
+        return f"wrong: {_clip(answer)!r} (number {value}) vs gold {_clip(gold)!r}" if value is not None else f"wrong: no single number in {_clip(answer)!r}"
     norm_pred, norm_gold = normalize(answer, scheme), normalize(gold, scheme)
     if correct:
         how = "equal" if norm_pred == norm_gold else "prediction ends with gold"

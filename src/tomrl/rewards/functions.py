@@ -51,14 +51,16 @@ def paper_b_score(check: AnswerCheck) -> dict[str, float]:
 class AnswerReward(Reward):
     """A reward made from an answer scheme and a rule that turns the check into components."""
 
+    optional = ("prefill", "question_type")  # question_type: list questions are sets, math answers numbers (as in evaluation)
+
     def __init__(self, name: str, scheme: Scheme, rule: Callable[[AnswerCheck], dict[str, float]], prefill: str = DEFAULT_PREFILL):
         self.name, self.scheme, self.rule = name, scheme, rule
         super().__init__(prefill)
 
-    def score(self, completion: Any, answer: Any = None, prefill: str | None = None, **columns: Any) -> RewardResult:
+    def score(self, completion: Any, answer: Any = None, prefill: str | None = None, question_type: str | None = None, **columns: Any) -> RewardResult:
         prefill = self.prefill if prefill is None else prefill
         gold = "" if answer is None else str(answer)
-        check = check_answer(completion_text(completion), gold, self.scheme, prefill=prefill)
+        check = check_answer(completion_text(completion), gold, self.scheme, prefill=prefill, question_type=question_type)
         components = self.rule(check)
         return RewardResult(reward=self.name, score=float(sum(components.values())), format_ok=check.format_ok, correct=check.correct,
                             extracted=check.extracted, components=components, reason=check.reason)

@@ -140,10 +140,15 @@ class WarmStartConfig:
     learning_rate: float = setting(1e-4, help="learning rate of the supervised warm start")
     batch_size: int = setting(8, help="traces per optimizer step")
     max_examples: int | None = setting(None, help="use at most this many traces (the first training examples); null = all")
+    max_steps: int | None = setting(
+        None, help="stop after this many optimizer updates, cycling over the traces as needed (tomrl study matches budgets with it); null = the epochs"
+    )
 
     def __post_init__(self) -> None:
         if self.epochs <= 0 or self.learning_rate <= 0 or self.batch_size < 1:
             raise ValueError("warm_start.epochs and warm_start.learning_rate must be > 0, warm_start.batch_size >= 1")
+        if self.max_steps is not None and self.max_steps < 1:
+            raise ValueError(f"warm_start.max_steps must be >= 1 or null, got {self.max_steps}")
 
 
 @dataclass(frozen=True)

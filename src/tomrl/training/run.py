@@ -58,11 +58,13 @@ class RunSummary:
         return {"warning": warning, **asdict(self)} if warning else asdict(self)
 
 
-def train(cfg: TrainConfig, resume: bool = False, console: Any = None, rewards: list | None = None) -> RunSummary:
+def train(cfg: TrainConfig, resume: bool = False, console: Any = None, rewards: list | None = None, callbacks: list | None = None) -> RunSummary:
     """Train ``cfg`` into ``cfg.run_dir`` (continuing it when ``resume``).
 
     ``rewards`` replaces the reward functions named by ``cfg.rewards`` (tomrl ``Reward`` objects,
     e.g. a research reward not in the registry); by default they come from tomrl.rewards.
+    ``callbacks`` are extra transformers ``TrainerCallback`` objects of the RL trainer (``tomrl
+    study`` keeps model snapshots with one).
     The main process holds the run folder's lock throughout: a second ``tomrl train`` on the same
     folder fails at once, naming this one's pid.
     """
@@ -74,10 +76,10 @@ def train(cfg: TrainConfig, resume: bool = False, console: Any = None, rewards: 
         # (every rank would then think it is the main one and take the lock).
         if int(os.environ.get("RANK", "0")) == 0:
             stack.enter_context(locked_folder(cfg.run_dir, "tomrl train"))
-        return _train(cfg, resume, console, rewards)
+        return _train(cfg, resume, console, rewards, callbacks)
 
 
-def _train(cfg: TrainConfig, resume: bool, console: Any, rewards: list | None) -> RunSummary:
+def _train(cfg: TrainConfig, resume: bool, console: Any, rewards: list | None, callbacks: list | None = None) -> RunSummary:
     from accelerate import PartialState
 
     from tomrl.training.data import SKIPPED_FILE, prepare_data
@@ -116,7 +118,7 @@ def _train(cfg: TrainConfig, resume: bool, console: Any, rewards: list | None) -
     # 3. The policy to start from: the model, or the output of the supervised warm start.
     policy = _resolve_policy(cfg, run_dir, train_examples, validation_examples, say)
     # 4. The trainer.
-    trainer, validator, logger, progress, dropped = build_trainer(cfg, policy, train_examples, validation_examples, rewards)
+    trainer, validator, logger, progress, dropped = build_trainer(cfg, policy, train_examples, validation_examples, rewards, callbacks)
     if dropped:
         say(f"dropped {dropped} training prompts longer than max_prompt_length={cfg.max_prompt_length} tokens")
     # 5. Train.
@@ -150,7 +152,12 @@ def _train(cfg: TrainConfig, resume: bool, console: Any, rewards: list | None) -
 
 
 def build_trainer(
-    cfg: TrainConfig, policy: str, train_examples: list[Example], validation_examples: list[Example], rewards: list | None = None
+    cfg: TrainConfig,
+    policy: str,
+    train_examples: list[Example],
+    validation_examples: list[Example],
+    rewards: list | None = None,
+    callbacks: list | None = None,
 ):
     """The TRL trainer and tomrl's callbacks for ``cfg``, training ``policy`` (a model path or name)."""
     from datasets import Dataset
@@ -192,7 +199,7 @@ def build_trainer(
         train_dataset=Dataset.from_list(rows),
         processing_class=tokenizer,
         peft_config=lora_config(cfg),
-        callbacks=[logger, validator, progress],
+        callbacks=[logger, validator, progress, *(callbacks or [])],
         train_config=cfg,
         rewards=rewards,
         run_dir=run_dir,

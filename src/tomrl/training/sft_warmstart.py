@@ -48,41 +48,73 @@ def trace_completion(example: Example, prefill: str) -> str | None:
     return f"{opening} {trace} </think><answer>{example.answer}</answer>"
 
 
+def trace_rows(examples: Sequence[Example], tokenizer: Any, prompt: Any) -> list[dict]:
+    """Prompt-completion rows of the oracle traces of ``examples`` (those whose story can be traced)."""
+    from tomrl.prompts import render_prompt
+
+    rows = []
+    for example in examples:
+        completion = trace_completion(example, prompt.resolved_prefill)
+        if completion is not None:
+            rows.append({"prompt": render_prompt(example, tokenizer, prompt), "completion": completion})
+    return rows
+
+
 def warm_start(cfg: Any, run_dir: Path, train_examples: Sequence[Example], say: Callable[[str], Any] = print) -> Path:
     """Fine-tune ``cfg.model`` on traces of ``train_examples`` once; returns the model folder."""
-    from accelerate import PartialState
+    from tomrl.models import load_tokenizer, resolve_model
 
     folder = Path(run_dir) / WARM_START
     target = folder / "model"
-    done = folder / "done.json"
-    state = PartialState()
-    if done.exists():
+    if (folder / "done.json").exists():
         return target
-    import torch
-    from datasets import Dataset
-    from trl import SFTConfig
-
-    from tomrl.models import load_tokenizer, resolve_model
-    from tomrl.training.shared_prompt import shared_prefix_sft_trainer
-    from tomrl.prompts import render_prompt
-    from tomrl.training.callbacks import RichProgress, use_rich_progress
-    from tomrl.io import write_folder_atomically
-
     settings = cfg.warm_start
     base = resolve_model(cfg.model)
-    tokenizer = load_tokenizer(base)
-    rows = []
-    for example in train_examples[: settings.max_examples] if settings.max_examples else train_examples:
-        completion = trace_completion(example, cfg.prompt.resolved_prefill)
-        if completion is not None:
-            rows.append({"prompt": render_prompt(example, tokenizer, cfg.prompt), "completion": completion})
+    chosen = train_examples[: settings.max_examples] if settings.max_examples else train_examples
+    rows = trace_rows(chosen, load_tokenizer(base), cfg.prompt)
     if not rows:
         raise ValueError("warm start: no training example has a story the trace builder can read")
     say(f"warm start: {len(rows)} oracle-written traces, {settings.epochs} epoch(s), lr {settings.learning_rate}")
+    return fine_tune(cfg, base, rows, folder, say, description="warm start")
+
+
+def fine_tune(
+    cfg: Any,
+    model: str,
+    rows: Sequence[dict],
+    folder: Path,
+    say: Callable[[str], Any] = print,
+    callbacks: Sequence[Any] = (),
+    description: str = "warm start",
+) -> Path:
+    """Supervised fine-tuning of ``model`` on prompt-completion ``rows`` (loss on the completion only)
+    with ``cfg.warm_start``'s epochs (or ``max_steps``), learning rate and batch size; the model lands
+    in ``folder/model`` and ``folder/done.json`` marks it finished. Returns the model folder.
+
+    The warm start calls it with oracle traces; ``tomrl study``'s sft and rft arms call it with the
+    traces or the model's own correct completions of the stories RL trains on.
+    """
+    import torch
+    from accelerate import PartialState
+    from datasets import Dataset
+    from trl import SFTConfig
+
+    from tomrl.io import write_folder_atomically
+    from tomrl.models import load_tokenizer
+    from tomrl.training.callbacks import RichProgress, use_rich_progress
+    from tomrl.training.shared_prompt import shared_prefix_sft_trainer
+
+    folder = Path(folder)
+    target = folder / "model"
+    done = folder / "done.json"
+    state = PartialState()
+    settings = cfg.warm_start
+    tokenizer = load_tokenizer(model)
     started = time.time()
     args = SFTConfig(
         output_dir=str(folder / "checkpoints"),
         num_train_epochs=settings.epochs,
+        max_steps=settings.max_steps or -1,
         learning_rate=settings.learning_rate,
         lr_scheduler_type="constant",
         # The RL micro-batch bounds activation memory here too (a 135M model at 8 x 400 tokens
@@ -103,8 +135,8 @@ def warm_start(cfg: Any, run_dir: Path, train_examples: Sequence[Example], say: 
         dataset_num_proc=None,
     )
     # TRL's SFTTrainer, with each micro-batch's shared system prompt run once (same loss and gradient).
-    trainer = shared_prefix_sft_trainer()(model=base, args=args, train_dataset=Dataset.from_list(rows), processing_class=tokenizer)
-    progress = RichProgress(enabled=cfg.progress, description="warm start")
+    trainer = shared_prefix_sft_trainer()(model=model, args=args, train_dataset=Dataset.from_list(list(rows)), processing_class=tokenizer, callbacks=list(callbacks))
+    progress = RichProgress(enabled=cfg.progress, description=description)
     use_rich_progress(trainer, progress)
     try:
         result = trainer.train()
@@ -112,10 +144,10 @@ def warm_start(cfg: Any, run_dir: Path, train_examples: Sequence[Example], say: 
         progress.stop()
     losses = [log["loss"] for log in trainer.state.log_history if "loss" in log]
     if state.is_main_process:
-        model = trainer.accelerator.unwrap_model(trainer.model)
+        trained = trainer.accelerator.unwrap_model(trainer.model)
 
         def write(staging: Path) -> None:
-            model.save_pretrained(staging, safe_serialization=True)
+            trained.save_pretrained(staging, safe_serialization=True)
             tokenizer.save_pretrained(staging)
 
         write_folder_atomically(target, write)
@@ -133,7 +165,7 @@ def warm_start(cfg: Any, run_dir: Path, train_examples: Sequence[Example], say: 
             },
         )
     state.wait_for_everyone()
-    say(f"warm start done in {time.time() - started:.0f} s: loss {losses[0]:.3f} -> {losses[-1]:.3f}" if losses else "warm start done")
+    say(f"{description} done in {time.time() - started:.0f} s: loss {losses[0]:.3f} -> {losses[-1]:.3f}" if losses else f"{description} done")
     return target
 
 

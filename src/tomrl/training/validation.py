@@ -153,7 +153,7 @@ def score_completions(
     """Accuracy overall and per order, format rate and per-example rows."""
     rows = []
     for example, (text, tokens) in zip(examples, completions):
-        check = check_answer(text, example.answer, scheme, prefill=prefill)
+        check = check_answer(text, example.answer, scheme, prefill=prefill, question_type=example.question_type)
         rows.append(
             {
                 "id": example.id,
