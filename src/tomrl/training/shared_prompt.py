@@ -97,8 +97,6 @@ def shared_prompt_logps(
     ``entropy`` instead of logits, with its temperature). Returns None when no two rows share a
     prompt (nothing to gain: the caller runs its own forward).
     """
-    from transformers import DynamicCache
-
     prompt_length = input_ids.size(1) - completion_length
     if prompt_length < 2 or completion_length < 1:
         return None
@@ -107,17 +105,9 @@ def shared_prompt_logps(
     if len(first_rows) == input_ids.size(0):
         return None
     group_of_row, first_rows = group_of_row.to(input_ids.device), first_rows.to(input_ids.device)
-    config = _unwrapped(model).config
-    cache = DynamicCache(config=config)
     with autocast():
         # The prompts without their last token: only the keys and values are needed from this pass.
-        _backbone(model)(
-            input_ids=prompt_ids[first_rows, :-1],
-            attention_mask=prompt_mask[first_rows, :-1],
-            past_key_values=cache,
-            use_cache=True,
-        )
-        cache.batch_select_indices(group_of_row)
+        cache = prefix_cache(model, prompt_ids[first_rows, :-1], prompt_mask[first_rows, :-1], group_of_row)
         suffix = input_ids[:, prompt_length - 1 :]
         labels = input_ids[:, prompt_length:].masked_fill(attention_mask[:, prompt_length:] == 0, -100)
         shift_labels = torch.cat([labels, labels.new_full((labels.size(0), 1), -100)], dim=1)
@@ -131,6 +121,17 @@ def shared_prompt_logps(
     logps = outputs.log_probs[:, :completion_length]
     entropies = outputs.entropy[:, :completion_length] if compute_entropy else None
     return logps, entropies
+
+
+def prefix_cache(model: Any, prefix_ids: torch.Tensor, prefix_mask: torch.Tensor, prefix_of_row: torch.Tensor) -> Any:
+    """Keys and values of the distinct ``prefix_ids`` rows, one backbone pass with their autograd graph,
+    indexed out so that row ``i`` of the cache holds prefix ``prefix_of_row[i]``."""
+    from transformers import DynamicCache
+
+    cache = DynamicCache(config=_unwrapped(model).config)
+    _backbone(model)(input_ids=prefix_ids, attention_mask=prefix_mask, past_key_values=cache, use_cache=True)
+    cache.batch_select_indices(prefix_of_row)
+    return cache
 
 
 def _unwrapped(model: Any) -> Any:
@@ -168,15 +169,10 @@ def with_shared_prefix(model: Any, inputs: dict[str, Any], shared: int) -> dict[
     """``inputs`` for ``model(**inputs)`` with their first ``shared`` positions run once: the prefix's
     keys and values (with their autograd graph) go in ``past_key_values``, repeated to every row; the
     per-token tensors keep only the suffix (``attention_mask`` keeps the full length, as a cache needs)."""
-    from transformers import DynamicCache
-
     input_ids = inputs["input_ids"]
     rows, length = input_ids.shape
-    cache = DynamicCache(config=_unwrapped(model).config)
-    _backbone(model)(
-        input_ids=input_ids[:1, :shared], attention_mask=inputs["attention_mask"][:1, :shared], past_key_values=cache, use_cache=True
-    )
-    cache.batch_repeat_interleave(rows)
+    every_row = torch.zeros(rows, dtype=torch.long, device=input_ids.device)
+    cache = prefix_cache(model, input_ids[:1, :shared], inputs["attention_mask"][:1, :shared], every_row)
     suffix = {
         key: value[:, shared:] if isinstance(value, torch.Tensor) and value.ndim == 2 and value.shape == (rows, length) and key != "attention_mask" else value
         for key, value in inputs.items()
