@@ -74,7 +74,10 @@ def test_every_style_renders_with_the_real_tokenizer(tokenizer):
     example = _example(choices=["red_box", "blue_box", "green_drawer"])
     for style in PROMPT_STYLES:
         text = render_prompt(example, tokenizer, PromptConfig(style))
-        assert ("Where is the apple really?" in text or style == "gsm8k") and "Anna entered" in text and "<answer>" in text
+        if style == "gsm8k":  # Paper A's math side check asks for \boxed{}, not the answer tag
+            assert "Anna entered" in text and "within \\boxed{}." in text and "<answer>" not in text
+        else:
+            assert "Where is the apple really?" in text and "Anna entered" in text and "<answer>" in text
         assert len(tokenizer(text)["input_ids"]) > 20
     mc = render_prompt(example, tokenizer, PromptConfig("hitom_mc"))
     assert "Choices: A. red_box, B. blue_box, C. green_drawer" in mc

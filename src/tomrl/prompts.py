@@ -30,7 +30,9 @@ Styles
     chosen container's name (not its letter) last in ``<answer>`` tags, so that the same
     extractor and the strict format apply.
 ``gsm8k``
-    A math side check: the problem, then the final number inside ``<answer>`` tags; no prefill.
+    A math side check: the problem, then "Please reason step by step, and put your final answer
+    within \\boxed{}." (the Qwen2.5 models' math prompt); no prefill. The checker reads the last
+    ``\\boxed{}`` (else an answer tag) and compares numbers.
 
 The prefill is the text the assistant turn starts with; it is appended after the chat
 template's generation prompt, and the model's *completion* is what it generates after it.
@@ -99,10 +101,11 @@ HITOM_OPEN_INSTRUCTION = (
     "Read the following story and answer the question. Think step-by-step, then give the answer: the name of "
     "the container (for example green_drawer) inside <answer> </answer> tags."
 )
-GSM8K_USER_TEMPLATE = (
-    "Solve the following math problem. Think step by step, then give only the final number inside "
-    "<answer> </answer> tags.\nProblem: {problem}\n"
-)
+# The Qwen2.5 chat models' math convention (their GSM8K/MATH evaluations end the problem with this
+# line and read the last \boxed{}); Paper A reports GSM8K for the same models but does not print its
+# prompt, so this is tomrl's reading of "as Paper A ran it". The answer checker reads the last \boxed{}
+# and falls back to an answer tag.
+GSM8K_USER_TEMPLATE = "{problem}\nPlease reason step by step, and put your final answer within \\boxed{{}}."
 
 
 @dataclass(frozen=True)

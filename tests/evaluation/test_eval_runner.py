@@ -245,13 +245,16 @@ def test_gsm8k_answers_are_read_from_boxed_and_compared_as_numbers(tmp_path):
         + json.dumps({"question": "What is 2 + 2?", "answer": "#### 4"}) + "\n"
     )
     replies = {"apples": "so \\boxed{7}", "dollars": "\\boxed{\\$1,024.00}", "2 + 2": "5"}
-    with FakeOpenAIServer(answer_fn=lambda prompt: next(v for k, v in replies.items() if k in prompt)) as server:
+    prompts: list[str] = []
+    with FakeOpenAIServer(answer_fn=lambda prompt: prompts.append(prompt) or next(v for k, v in replies.items() if k in prompt)) as server:
         cfg = EvalConfig(model="fake", engine="openai", benchmarks=["gsm8k"], data_paths={"gsm8k": str(data)},
                          out=str(tmp_path / "run"), openai=OpenAISettings(base_url=server.base_url))
         outcome = run_eval(cfg, log=lambda m: None)
     rows = {r["gold"]: r for r in _read(tmp_path / "run" / "samples.jsonl")}
     assert rows["1024"]["extracted"] == "\\$1,024.00" and rows["1024"]["correct"] and rows["7"]["correct"] and not rows["4"]["correct"]
     assert outcome.results["benchmarks"]["gsm8k"]["overall"]["strict"]["accuracy"]["k"] == 2
+    # Asked as Paper A's models are asked maths: the \\boxed{} instruction, not the ToM prompt's answer tag.
+    assert len(prompts) == 3 and all("final answer within \\boxed{}" in p and "<answer>" not in p for p in prompts)
 
 
 class TwoAnswerEngine:

@@ -206,14 +206,15 @@ for _benchmark in [
     Benchmark(
         name="gsm8k",
         title="GSM8K",
-        version="2",  # 2: answers read from \boxed{} or the answer tag and compared as numbers
+        version="3",  # 2: answers read from \boxed{} or the answer tag, compared as numbers; 3: the \boxed{} prompt
         loader="gsm8k-jsonl",
         prompt=PromptConfig("gsm8k"),
         group_by=(),
         needs_user_file=True,
         description="side check that ToM training leaves arithmetic alone: a GSM8K-format JSONL file the user "
-        "supplies (data_paths.gsm8k), rows {question, answer} with the answer's final number after '####'; the "
-        "model's answer is read from its last \\boxed{} (else its answer tag) and compared as a number",
+        "supplies (data_paths.gsm8k), rows {question, answer} with the answer's final number after '####'; asked "
+        "with the Qwen2.5 math prompt (reason step by step, final answer within \\boxed{}); the model's answer is read "
+        "from its last \\boxed{} (else its answer tag) and compared as a number",
     ),
 ]:
     register_benchmark(_benchmark)
