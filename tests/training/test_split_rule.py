@@ -133,3 +133,15 @@ def test_every_shipped_train_config_passes_the_split_rule(path, shared_data, tmp
     if cfg.data.recipe == "paper-b-hitom":
         # Paper B validates on its own 300-row split, story-disjoint from its train and test splits.
         assert recorded["validation_rows"] == 300 and "recipe 'paper-b-hitom' test set 'hitom'" in recorded["test_sets_checked"]
+
+
+def test_a_recipe_short_of_its_target_size_says_so_in_the_run(shared_data, tmp_path):
+    """Paper B's order-4 subset has fewer stories than 900/300 rows: the run's data folder records the build's note."""
+    from tomrl.training.data import RECIPE_NOTES_FILE
+
+    cfg = TrainConfig(run_dir=str(tmp_path / "run"), data=DataConfig(recipe="paper-b-hitom-o4"))
+    train, validation = prepare_data(cfg, tmp_path / "run")
+    assert (len(train), len(validation)) == (360, 120)
+    notes = json.loads((tmp_path / "run" / "data" / RECIPE_NOTES_FILE).read_text())
+    assert notes["recipe"] == "paper-b-hitom-o4"
+    assert any("train 360 of 900 rows" in note for note in notes["notes"])

@@ -36,6 +36,7 @@ from tomrl.training.split_rule import SPLIT_CHECK_FILE, check_splits
 TRAIN_FILE = "train.jsonl"
 VALIDATION_FILE = "validation.jsonl"
 SKIPPED_FILE = "skipped.json"  # with data.skip_bad: the bad rows left out, with their reasons
+RECIPE_NOTES_FILE = "recipe_notes.json"  # what a recipe's build said (e.g. an order subset short of its target size)
 COMPLETE_MARKER = "complete.json"  # written after both files: its presence means the data are frozen
 
 
@@ -52,7 +53,8 @@ def prepare_data(cfg, run_dir: str | Path) -> tuple[list[Example], list[Example]
     shutil.rmtree(data_dir, ignore_errors=True)
     skipped: list[str] = []
     recipe_tests: dict[str, list[Example]] = {}
-    train, validation = build_data(cfg, data_dir, skipped, recipe_tests)
+    recipe_notes: list[str] = []
+    train, validation = build_data(cfg, data_dir, skipped, recipe_tests, recipe_notes)
     refuse_evaluation_only([*train, *validation], "the training or validation set")
     if cfg.data.max_train_examples is not None:
         train = train[: cfg.data.max_train_examples]
@@ -65,6 +67,8 @@ def prepare_data(cfg, run_dir: str | Path) -> tuple[list[Example], list[Example]
     if validation:
         write_examples(validation_path, validation)
     atomic_write_json(data_dir / SPLIT_CHECK_FILE, split_check.to_dict())
+    if recipe_notes:
+        atomic_write_json(data_dir / RECIPE_NOTES_FILE, {"recipe": cfg.data.recipe, "notes": recipe_notes})
     if skipped:
         atomic_write_json(data_dir / SKIPPED_FILE, {"skipped_lines": len(skipped), "reasons": skipped})
     atomic_write_json(data_dir / COMPLETE_MARKER, {"train": len(train), "validation": len(validation), "skipped_lines": len(skipped)})  # written last
@@ -72,10 +76,15 @@ def prepare_data(cfg, run_dir: str | Path) -> tuple[list[Example], list[Example]
 
 
 def build_data(
-    cfg, data_dir: Path, skipped: list[str] | None = None, recipe_tests: dict[str, list[Example]] | None = None
+    cfg,
+    data_dir: Path,
+    skipped: list[str] | None = None,
+    recipe_tests: dict[str, list[Example]] | None = None,
+    recipe_notes: list[str] | None = None,
 ) -> tuple[list[Example], list[Example]]:
     """(train, validation) from the configured source; bad rows skipped (``data.skip_bad``) are appended to
-    ``skipped``, and a recipe's test sets are put into ``recipe_tests`` (for the split rule)."""
+    ``skipped``, a recipe's test sets are put into ``recipe_tests`` (for the split rule) and its build notes
+    (e.g. an order subset short of Paper B's size) into ``recipe_notes``."""
     data = cfg.data
     rng = random.Random(cfg.seed)
     skipped = skipped if skipped is not None else []
@@ -88,9 +97,11 @@ def build_data(
         validation = read(data.validation_files)
         return _maybe_shuffle(train, data.shuffle, rng), validation
     if data.recipe is not None:
-        train, validation, tests = _from_recipe(data.recipe)
+        train, validation, tests, notes = _from_recipe(data.recipe)
         if recipe_tests is not None:
             recipe_tests.update(tests)
+        if recipe_notes is not None:
+            recipe_notes.extend(notes)
         if data.validation_files:
             validation = read(data.validation_files)
         return _maybe_shuffle(train, data.shuffle, rng), validation
@@ -137,14 +148,13 @@ def _validation_source(data) -> str:
     return "data.generate's validation set"
 
 
-def _from_recipe(name: str) -> tuple[list[Example], list[Example], dict[str, list[Example]]]:
-    from tomrl.loaders.recipes import build_recipe
+def _from_recipe(name: str) -> tuple[list[Example], list[Example], dict[str, list[Example]], list[str]]:
+    from tomrl.loaders.recipes import build, load_recipe
 
-    built = build_recipe(name)
-    train = [e for e in _examples_of(built, "train")]
-    validation = [e for e in _examples_of(built, "validation")]
-    tests = built.get("test", {}) if isinstance(built, dict) else {}
-    return train, validation, dict(tests)
+    built = build(load_recipe(name))
+    splits = built.splits
+    tests = splits.get("test", {})
+    return _examples_of(splits, "train"), _examples_of(splits, "validation"), dict(tests), list(built.notes)
 
 
 def _examples_of(built, split: str) -> list[Example]:

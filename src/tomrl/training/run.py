@@ -82,7 +82,7 @@ def train(cfg: TrainConfig, resume: bool = False, console: Any = None, rewards: 
 def _train(cfg: TrainConfig, resume: bool, console: Any, rewards: list | None, callbacks: list | None = None) -> RunSummary:
     from accelerate import PartialState
 
-    from tomrl.training.data import SKIPPED_FILE, prepare_data
+    from tomrl.training.data import RECIPE_NOTES_FILE, SKIPPED_FILE, prepare_data
     from tomrl.training.split_rule import read_split_check
 
     started = time.time()
@@ -112,6 +112,8 @@ def _train(cfg: TrainConfig, resume: bool, console: Any, rewards: list | None, c
     if split_check and split_check.get("warning"):
         say(split_check["warning"])
     say(f"data: {len(train_examples)} training and {len(validation_examples)} validation examples ({run_dir / 'data'})")
+    for note in (_read_json(run_dir / "data" / RECIPE_NOTES_FILE) or {}).get("notes", []):
+        say(f"recipe note: {note}")
     skipped = (_read_json(run_dir / "data" / SKIPPED_FILE) or {}).get("skipped_lines", 0)
     if skipped:
         say(f"skipped {skipped} bad data rows (data.skip_bad); each with its reason in {run_dir / 'data' / SKIPPED_FILE}")
