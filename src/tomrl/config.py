@@ -187,7 +187,9 @@ def config_from_dict(cls: type[T], data: dict, source: str = "<dict>") -> T:
         problems = []
         for e in err.errors():
             loc = ".".join(str(p) for p in e["loc"]) or "<top level>"
-            problems.append(f"{source}: key '{loc}': {e['msg']} (got {redact_secrets(e.get('input'))!r})")
+            # A block's own check (__post_init__) names what is wrong; its input is the whole block, too long to repeat.
+            got = "" if e["type"] == "value_error" and isinstance(e.get("input"), dict) else f" (got {redact_secrets(e.get('input'))!r})"
+            problems.append(f"{source}: key '{loc}': {e['msg']}{got}")
         raise ConfigError("\n".join(problems)) from None
     except (ValueError, TypeError) as err:
         raise ConfigError(redact_secrets(f"{source}: {err}")) from None

@@ -68,6 +68,9 @@ def write_training_run(
     accuracy: Callable[[float, bool], float] = lambda s, in_distribution: 0.4,
     belief_share: Callable[[float], float] = lambda s: 0.9,
     noise_seed: int = 0,
+    entropy: Callable[[float], float] = lambda s: 1.2 - s / 500,
+    rollout: Callable[[Example, float], str] | None = None,
+    rollout_steps: int = 10,
 ) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     save_config(TrainConfig(model=model, run_dir=str(folder)), folder / "config.yaml")
@@ -76,6 +79,7 @@ def write_training_run(
     write_examples(folder / "data" / "train.jsonl", train)
     write_examples(folder / "data" / "validation.jsonl", validation)
     rng = random.Random(noise_seed)
+    entropy_noise = random.Random(noise_seed + 1)  # its own stream: the other series keep their noise
     with open(folder / "metrics.jsonl", "w") as metrics:
         for step in steps:
             mean_length = length(step) * (1 + rng.gauss(0, 0.03))
@@ -88,7 +92,7 @@ def write_training_run(
                 "frac_reward_zero_std": 0.1, "reward_components/paper/format": 0.8, "reward_components/paper/answer": total - 0.8,
                 "answer/format_rate": 0.9, "answer/accuracy": min(1.0, max(0.0, (total + 3) / 6)),
                 "tokens/generated": 128 * mean_length, "step_time": 2.0, "tokens_per_s/generated": 64 * mean_length,
-                "kl": 0.001 * step, "entropy": 1.2 - step / 500,
+                "kl": 0.001 * step, "entropy": entropy(step) * (1 + entropy_noise.gauss(0, 0.03)),
             }) + "\n")
     by_order: dict[int, list[Example]] = {}
     for example in validation:
@@ -107,9 +111,9 @@ def write_training_run(
             for row in result.rows:
                 answers.write(json.dumps({"step": step, **row}) + "\n")
     with open(folder / "samples.jsonl", "w") as rollouts:
-        for step in list(steps)[::10]:
-            for example in train[:4]:
-                text = completion_for(example, True, True)
+        for step in list(steps)[::rollout_steps]:
+            for example in train[:4] if rollout is None else train:
+                text = completion_for(example, True, True) if rollout is None else rollout(example, step)
                 rollouts.write(json.dumps({"id": example.id, "order": example.order, "completion": text, "completion_tokens": 40,
                                            "rewards": {"paper": 3.0}, "components": {}, "format_ok": True, "correct": True,
                                            "extracted": example.answer, "step": step + 1}) + "\n")

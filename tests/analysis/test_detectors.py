@@ -13,6 +13,8 @@ from tomrl.analysis.detectors import (
     NOT_ENOUGH_DATA,
     NOT_FIRED,
     BeliefCount,
+    StepShare,
+    detect_entropy_collapse,
     detect_id_ood_divergence,
     detect_inverted_difficulty,
     detect_negative_transfer,
@@ -265,3 +267,63 @@ def test_collapse_with_too_few_traces_leaves_the_question_open():
     few = [BeliefCount(0, 3, 4), BeliefCount(200, 3, 4), BeliefCount(396, 2, 4)]
     result = detect_reasoning_collapse(STEPS, rising_reward(rng), collapsing_length(rng), few)
     assert not result.fired and result.verdict == "shorter, beliefs unclear"
+
+
+# ------------------------------------------------------------------ entropy collapse
+
+
+def test_entropy_collapse_fires_on_a_planted_fall():
+    # The usual shape: entropy drops fast early in RL, then stays near zero.
+    rng = random.Random(5)
+    entropy = [0.9 * math.exp(-s / 60) + 0.05 + rng.gauss(0, 0.03) for s in STEPS]
+    result = detect_entropy_collapse(STEPS, entropy, subject="run E")
+    assert result.fired and result.verdict == FIRED
+    assert result.data["entropy_relative_change"] < -0.5
+    assert result.data["entropy_change"]["high"] < 0
+    assert "mean token entropy" in dict(result.evidence) and result.subject == "run E"
+
+
+def test_entropy_collapse_not_fired_on_flat_entropy():
+    rng = random.Random(6)
+    flat = [0.8 + rng.gauss(0, 0.03) for _ in STEPS]
+    result = detect_entropy_collapse(STEPS, flat)
+    assert not result.fired and result.verdict == NOT_FIRED
+
+
+def test_entropy_collapse_needs_a_fall_of_the_threshold_size():
+    rng = random.Random(7)
+    slow = [0.8 - 0.2 * s / STEPS[-1] + rng.gauss(0, 0.01) for s in STEPS]  # thirds' means −18 %: significant, not collapse
+    result = detect_entropy_collapse(STEPS, slow)
+    assert result.data["entropy_change"]["high"] < 0
+    assert not result.fired and result.verdict == NOT_FIRED and "less than" in result.explanation
+    assert detect_entropy_collapse(STEPS, slow, min_relative_drop=0.15).fired
+
+
+def test_entropy_collapse_on_two_steps_is_not_enough_data():
+    result = detect_entropy_collapse([1, 2], [0.9, 0.1])
+    assert not result.fired and result.verdict == NOT_ENOUGH_DATA
+    assert "Only 2 training steps" in result.explanation
+    assert detect_entropy_collapse(STEPS[:12], [None] * 6 + [0.5] * 6).verdict == NOT_ENOUGH_DATA  # missing values skipped
+
+
+def test_entropy_collapse_is_inconclusive_when_the_noise_hides_a_large_fall():
+    noisy = [0.8 + 0.4 * (-1) ** i for i in range(12)]  # no trend, but steps apart by the size of the level
+    result = detect_entropy_collapse(list(range(12)), noisy)
+    assert not result.fired and result.verdict.startswith(INCONCLUSIVE)
+    assert result.data["largest_fall_allowed"] >= 0.5
+
+
+def test_collapse_evidence_lists_the_context_shares_without_changing_the_verdict():
+    rng = random.Random(9)
+    reward, length = rising_reward(rng), collapsing_length(rng)
+    mention = [StepShare(s, 15 if s < 200 else 3, 16) for s in STEPS[::5]]
+    plain = detect_reasoning_collapse(STEPS, reward, length, belief_counts(0.9, 0.1))
+    result = detect_reasoning_collapse(STEPS, reward, length, belief_counts(0.9, 0.1),
+                                       context_shares={"share naming every asked agent": mention})
+    assert result.verdict == plain.verdict == FIRED
+    line = dict(result.evidence)["share naming every asked agent"]
+    assert line.startswith("93.8 %") and "change -" in line
+    numbers = result.data["context_shares"]["share naming every asked agent"]
+    assert numbers["change"]["high"] < 0 and len(numbers["by_step"]) == len(mention)
+    one_step = detect_reasoning_collapse(STEPS, reward, length, context_shares={"x": [StepShare(0, 1, 2)]})
+    assert dict(one_step.evidence)["x"].startswith("not measured")

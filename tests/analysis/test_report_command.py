@@ -25,6 +25,11 @@ def by_name(out, name):
 def collapsed_run(tmp_path_factory):
     from analysis_run_folders import collapsing, write_training_run
 
+    def fading(example, step):  # early rollouts name the asked agents and re-check; late ones do neither
+        if step < 40:
+            return f"Wait, {' and '.join(example.meta['query']['chain'])} matter.</think><answer>{example.answer}</answer>"
+        return f"The end.</think><answer>{example.answer}</answer>"
+
     root = tmp_path_factory.mktemp("collapse")
     write_training_run(
         root / "rl-small",
@@ -32,6 +37,8 @@ def collapsed_run(tmp_path_factory):
         reward=lambda s: -2.0 + 4.0 * (1 - 2.718 ** (-s / 40)),
         accuracy=lambda s, in_distribution: (0.3 + 0.5 * s / 118) if in_distribution else 0.3,
         belief_share=lambda s: 0.9 - 0.8 * s / 118,
+        entropy=lambda s: 0.9 * 2.718 ** (-s / 30) + 0.05,
+        rollout=fading, rollout_steps=4,
     )
     return root
 
@@ -48,6 +55,15 @@ def test_report_on_a_collapsing_diverging_run(collapsed_run, tmp_path):
     assert divergence["fired"], divergence["explanation"]
     assert divergence["data"]["ood_first"]["n"] == 30  # order 4 is held out: trained on orders 0-3
     assert divergence["data"]["id_first"]["n"] == 120
+    entropy = by_name(out, "entropy_collapse")[0]
+    assert entropy["fired"] and entropy["data"]["entropy_relative_change"] < -0.5, entropy["explanation"]
+    shares = collapse["data"]["context_shares"]
+    for label in ("share of rollouts naming every asked agent", "share of rollouts with a self-reflection phrase"):
+        assert shares[label]["early"]["value"] > 0.9 and shares[label]["change"]["high"] < 0, label
+        assert label in dict(collapse["evidence"])
+    assert (out / "collapse-1-rl-small.png").exists()
+    markdown = (out / "report.md").read_text()
+    assert "Entropy collapse — rl-small: FIRED" in markdown and "The asked agents come from: meta.query.chain" in markdown
     assert main(["report", str(collapsed_run), "--out", str(tmp_path / "ci"), "--fail-on-detection"]) == 1
 
 
@@ -64,6 +80,7 @@ def test_report_on_a_healthy_run_fires_nothing(tmp_path):
     out = tmp_path / "report"
     assert main(["report", str(tmp_path / "runs"), "--out", str(out), "--fail-on-detection"]) == 0
     assert not by_name(out, "reasoning_collapse")[0]["fired"]
+    assert by_name(out, "entropy_collapse")[0]["verdict"] == "not fired"  # entropy 1.2 → 0.96: less than half gone
     divergence = by_name(out, "id_ood_divergence")[0]
     assert not divergence["fired"] and divergence["verdict"] in ("not fired", "partial transfer")
 
@@ -172,6 +189,9 @@ def test_shortcut_comparison_finds_a_model_that_answers_the_last_container(tmp_p
     change = re.search(r"\+(\d+\.\d) pts \[\+(\d+\.\d)", change_rows[0])
     assert change and float(change.group(2)) > 0  # agreement with the wrong last container rose significantly
     assert "tomrl-hitom-order*" in markdown  # the per-order held-out sets are joined for the order plot
+    traces = markdown.split("## Traces side by side")[1].split("\n## ")[0]
+    assert traces.count("\n#### tomrl-hitom-order") == 6
+    assert "**before: smollm2-135m [base]** —" in traces and "**after: rl [after]** —" in traces
 
 
 def test_transfer_is_not_measured_against_another_models_evaluation(tmp_path):
@@ -184,3 +204,30 @@ def test_transfer_is_not_measured_against_another_models_evaluation(tmp_path):
     main(["report", str(tmp_path), "--out", str(out)])
     transfer = by_name(out, "negative_transfer")[0]
     assert transfer["verdict"] == "not enough data" and "smollm2-135m" in transfer["explanation"]
+
+
+def test_other_analyses_sections_are_added_when_their_files_exist(tmp_path, monkeypatch):
+    import tomrl.analysis.interventions as interventions
+    import tomrl.analysis.probes as probes
+    from analysis_run_folders import write_evaluation
+
+    from tomrl.analysis.document import Paragraph, Section
+
+    write_evaluation(tmp_path / "runs" / "eval", "smollm2-135m", {"hitom600": {0: 0.5, 1: 0.5}}, heldout_n=10)
+    (tmp_path / "runs" / "analysis").mkdir()
+    (tmp_path / "runs" / "analysis" / "interventions.json").write_text("{}")
+    (tmp_path / "runs" / "analysis" / "probes.json").write_text("{}")
+    seen = {}
+
+    def sections(files, out_dir):
+        seen["files"], seen["out"] = files, out_dir
+        return [Section("Trace interventions (planted)", [Paragraph("planted paragraph")])]
+
+    monkeypatch.setattr(interventions, "report_sections", sections, raising=False)
+    monkeypatch.delattr(probes, "report_sections", raising=False)
+    out = tmp_path / "report"
+    assert main(["report", str(tmp_path / "runs"), "--out", str(out)]) == 0
+    markdown = (out / "report.md").read_text()
+    assert "## Trace interventions (planted)" in markdown and "planted paragraph" in (out / "report.html").read_text()
+    assert [f.name for f in seen["files"]] == ["interventions.json"] and seen["out"] == out
+    assert "1 probes.json file(s) found, but tomrl.analysis.probes has no report_sections yet" in markdown

@@ -82,3 +82,30 @@ def test_torn_last_line_of_a_running_log_is_skipped(tmp_path):
         handle.write('{"step": 20, "rew')  # a run still writing, or killed mid-line
     loaded = load_runs([tmp_path]).training[0]
     assert [row["step"] for row in loaded.metrics][-1] == 18
+
+
+def test_file_benchmark_questions_are_found_above_the_evaluation_and_checked_by_hash(tmp_path):
+    import hashlib
+
+    from analysis_run_folders import hitom_examples
+
+    from tomrl.analysis.runs import benchmark_examples
+    from tomrl.schema import write_examples
+
+    data = tmp_path / "project" / "sets" / "dev.jsonl"
+    write_examples(data, hitom_examples(4, (1,), seed=3, split="test"))
+    version = hashlib.sha256(data.read_bytes()).hexdigest()[:12]
+    folder = tmp_path / "project" / "runs" / "eval"
+    folder.mkdir(parents=True)
+    benchmark = {"loader": "jsonl-file", "loader_options": {"path": "sets/dev.jsonl"}, "version": version,
+                 "overall": {"strict": {"accuracy": {"n": 0, "k": 0}}}}
+    (folder / "results.json").write_text(json.dumps({"model": "m", "benchmarks": {"file-dev": benchmark}}))
+    examples, note = benchmark_examples(read_evaluation(folder), "file-dev")  # relative to tmp_path/project
+    assert len(examples) == 4 and note == ""
+    benchmark["version"] = "000000000000"
+    (folder / "results.json").write_text(json.dumps({"model": "m", "benchmarks": {"file-dev": benchmark}}))
+    examples, note = benchmark_examples(read_evaluation(folder), "file-dev")
+    assert examples == {} and "has changed since the evaluation" in note
+    benchmark["loader_options"]["path"] = "sets/gone.jsonl"
+    (folder / "results.json").write_text(json.dumps({"model": "m", "benchmarks": {"file-dev": benchmark}}))
+    assert "was not found" in benchmark_examples(read_evaluation(folder), "file-dev")[1]

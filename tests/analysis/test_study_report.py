@@ -71,7 +71,7 @@ def _write_metrics(path: Path, arm: str, seed: int) -> None:
             row = {"step": step, "response_length/mean": 300.0 - (10 * step if arm == "grpo" else 0) + seed,
                    "answer/accuracy": 0.5, "loss": 0.1}
             if arm == "grpo":
-                row["reward"] = -1.0 + step / 10 + 0.01 * seed
+                row["reward"] = row["rewards/paper/mean"] = -1.0 + step / 10 + 0.01 * seed
             handle.write(json.dumps(row) + "\n")
 
 
@@ -188,7 +188,8 @@ def test_checkpoints_orders_seeds_and_rules(report):
     curves = {(c["group"], c["metric"]): c for c in data["training_curves"]}
     length = curves[(f"{MIXTURE} · grpo", "response_length/mean")]
     assert length["mean"][0] == pytest.approx(300.5) and length["mean"][-1] == pytest.approx(300.5 - 180)  # seeds 0, 1
-    assert (f"{MIXTURE} · sft", "reward") not in curves  # the supervised arm logs no reward
+    assert curves[(f"{MIXTURE} · grpo", "rewards/paper/mean")]["mean"][0] == pytest.approx(-0.995)  # the answer reward, by name
+    assert not any(group == f"{MIXTURE} · sft" and "reward" in metric for group, metric in curves)  # supervised: none
 
 
 def test_every_report_file_is_written(report):

@@ -83,11 +83,34 @@ def test_uncheckable_statements_are_not_judged(sentence):
     assert counts["checkable"] == 0 and score == 0.0
 
 
-def test_timing_any_accepts_earlier_states_final_does_not():
-    narration = "At first the apple is in the red_box. Then Anna moved it, so the apple is in the blue_box."
-    assert _score(narration) == (1.0, {"found": 2, "skipped": 0, "checkable": 2, "true": 2, "false": 0, "final_true": 1})
-    score, counts = _score(narration, timing="final")
+def test_timing_any_accepts_an_earlier_state_final_does_not():
+    stale = "The apple is in the red_box."
+    assert _score(stale) == (1.0, {"found": 1, "skipped": 0, "checkable": 1, "true": 1, "false": 0, "final_true": 0})
+    assert _score(stale, timing="final")[0] == -1.0
+
+
+def test_at_first_statements_are_judged_against_the_first_belief():
+    # Changed with the consistency option (issue 18): "at first" used to be ignored, so under timing final the
+    # oracle-written traces ("The apple is in the red_box at first. …") had a false statement.
+    for narration in ("At first the apple is in the red_box. Then Anna moved it, so the apple is in the blue_box.",
+                      "The apple is in the red_box at first. Then Anna moved it, so the apple is in the blue_box."):
+        for timing in ("any", "final"):
+            assert _score(narration, timing=timing) == (1.0, {"found": 2, "skipped": 0, "checkable": 2, "true": 2, "false": 0, "final_true": 1})
+    assert _score("At first the apple is in the blue_box.")[0] == -1.0
+    assert _score("Initially, Ben thinks the apple is in the red_box.")[0] == 1.0
+    # The qualifier belongs to its own statement, not to a later one in the same sentence.
+    report = check_reasoning("Initially the apple is in the red_box, but now the apple is in the blue_box.", SALLY_ANNE, "hitom", timing="final")
+    assert [c.statement.at_first for c in report.statements] == [True, False] and report.score == 1.0
+
+
+def test_consistency_judges_a_chain_in_two_places_at_the_end():
+    narration = "The apple is in the red_box. Then Anna moved it, so the apple is in the blue_box."
+    assert _score(narration, consistency=False) == (1.0, {"found": 2, "skipped": 0, "checkable": 2, "true": 2, "false": 0, "final_true": 1})
+    score, counts = _score(narration)  # one belief in two places: judged at the end, so one of them is false
     assert (score, counts["true"], counts["false"]) == (0.0, 1, 1)
+    assert _score(narration, timing="final")[0] == 0.0
+    # Other chains are not affected: Ben's single statement is still judged at any moment.
+    assert _score(narration + " Ben thinks the apple is in the red_box.")[0] == pytest.approx(1 / 3)
 
 
 def test_repeating_a_true_statement_earns_nothing():
@@ -200,13 +223,15 @@ def test_fidelity_separates_correct_from_corrupted_traces(benchmark, timing):
 
 def test_copying_an_official_hitom_story_is_all_true(shared_data):
     """On the released Hi-ToM texts (claims and tells included) the story's own statements all check
-    out, and its public claims and private tells, which may be lies, are never judged."""
+    out, and its public claims and private tells, which may be lies, are never judged. Judged statement by
+    statement (consistency off): a copied story states the object's place once per chapter, and with
+    consistency those places of one object are judged at the end of the story, so all but the last are false."""
     path = shared_data / "hitom" / "hitom_data.jsonl"
     if not path.exists():
         pytest.skip(f"{path} not found")
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()[:600:12]]
     for row in rows:
-        report = check_reasoning(row["story"], row["story"], "hitom")
+        report = check_reasoning(row["story"], row["story"], "hitom", consistency=False)
         assert report.checkable >= 1 and report.false == 0 and report.score == 1.0, row["sample_id"]
 
 

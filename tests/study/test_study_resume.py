@@ -45,6 +45,9 @@ def test_a_finished_cell_is_not_redone(tmp_path):
     grid = read_grid(out)
     assert [(c["id"], c["status"]) for c in grid["cells"]] == [("o0__grpo__s0", "done")]
     assert (out / "runs" / "o0__grpo__s0" / "final").is_dir()
+    # The run saved a resume checkpoint every update (save_every: 1); finished, the study deleted it (keep_checkpoints: false).
+    assert json.loads((out / "runs" / "o0__grpo__s0" / "config.yaml").read_text().split("save_every: ")[1].split()[0]) == 1
+    assert not (out / "runs" / "o0__grpo__s0" / "checkpoints").exists()
     assert json.loads((out / "evals" / "o0__grpo__s0" / "final" / "results.json").read_text())["benchmarks"]["file-order2"]["complete"]
     times = file_times(out / "runs") | {f"evals/{k}": v for k, v in file_times(out / "evals").items()}
     assert run_study(cfg) == 0

@@ -7,8 +7,8 @@
 RUN_DIR is any folder holding training runs (``metrics.jsonl``, from ``tomrl train``) and/or
 evaluations (``results.json``, from ``tomrl eval``), searched recursively. The output folder gets
 ``report.html`` (self-contained), ``report.md`` (same content), PNG plots and ``detectors.json``.
-The detectors (reasoning collapse, inverted difficulty, negative transfer, ID/OOD divergence) are
-explained in docs/analysis.md; each one's evidence is in the report. With ``--study`` the folder
+The detectors (reasoning collapse, entropy collapse, inverted difficulty, negative transfer, ID/OOD
+divergence) are explained in docs/analysis.md; each one's evidence is in the report. With ``--study`` the folder
 is a study (``grid.json``, ``runs/``, ``evals/``) and the report is the study report of
 :mod:`tomrl.analysis.study_report` (generalization matrix, arm comparison, …).
 
@@ -32,6 +32,12 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--min-relative-drop", type=float, default=0.2,
                         help="smallest fall in response length (first vs last third of training) that counts as "
                              "collapse (default 0.2 = 20 %%)")
+    parser.add_argument("--min-entropy-drop", type=float, default=0.5,
+                        help="smallest fall of the policy's mean token entropy (first vs last third of training) that "
+                             "counts as entropy collapse (default 0.5 = 50 %%)")
+    parser.add_argument("--traces", type=int, default=6, metavar="N",
+                        help="questions shown side by side, base vs trained, with the oracle's belief chain (default 6; 0: none)")
+    parser.add_argument("--trace-seed", type=int, default=0, help="seed of the questions the trace viewer draws (default 0)")
     parser.add_argument("--fail-on-detection", action="store_true", help="exit 1 when any detector fired")
 
 
@@ -56,11 +62,16 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("several RUN_DIRs given: say where the report goes with --out DIR")
     if not 0 <= args.min_relative_drop < 1:
         raise ConfigError(f"--min-relative-drop must be in [0, 1), got {args.min_relative_drop}")
+    if not 0 <= args.min_entropy_drop < 1:
+        raise ConfigError(f"--min-entropy-drop must be in [0, 1), got {args.min_entropy_drop}")
+    if args.traces < 0:
+        raise ConfigError(f"--traces must be 0 or more, got {args.traces}")
 
     console = Console(stderr=True)
     runs = load_runs(args.run_dirs)
     console.print(f"read {len(runs.training)} training run(s) and {len(runs.evaluations)} evaluation(s)")
-    options = default_options(title=args.title, min_relative_drop=args.min_relative_drop)
+    options = default_options(title=args.title, min_relative_drop=args.min_relative_drop,
+                              min_entropy_drop=args.min_entropy_drop, trace_views=args.traces, trace_seed=args.trace_seed)
     for note in options.notes:
         console.print(f"[yellow]note:[/yellow] {note}")
     written = write_report(runs, out, options)

@@ -4,7 +4,7 @@
     result = detect_inverted_difficulty({0: acc0, 1: acc1, 2: acc2, 3: acc3, 4: acc4}, subject="0.5B + RL")
     result.fired, result.verdict, result.evidence, result.explanation
 
-The four detectors take plain Python series and accuracies (:class:`tomrl.stats.Accuracy`), not
+The detectors take plain Python series and accuracies (:class:`tomrl.stats.Accuracy`), not
 files; :mod:`tomrl.analysis.runs` maps run folders onto them and ``tomrl report`` prints their
 results. Every decision is a significance decision at a stated family-wise level (95 % by
 default), so a detector fires on evidence, not on any wiggle of a curve:
@@ -15,6 +15,10 @@ default), so a detector fires on evidence, not on any wiggle of a curve:
   significantly, and — when reasoning traces are available — the share of traces that state an
   agent's belief fell significantly. Shorter traces that still track beliefs are
   reported as such, not as collapse.
+- **Entropy collapse** (the policy stops exploring: its mean token entropy falls towards zero,
+  so GRPO's groups stop differing and its advantages vanish). Fires when, from the first to the
+  last third of the logged steps, the mean token entropy fell significantly and by at least
+  ``min_relative_drop`` (50 % by default); the same window change as for the response length.
 - **Inverted difficulty** (Paper A's 0.5B model: 52 % on order 0 but 83 % on order 4; Paper B:
   94.2 % on unseen order 4). Fires when accuracy has a significant positive Cochran–Armitage trend
   with the order, or some higher order is significantly above some lower one; all these tests
@@ -93,6 +97,19 @@ class BeliefCount:
             raise ValueError(f"with_beliefs={self.with_beliefs} must be between 0 and traces={self.traces}")
 
 
+@dataclass(frozen=True)
+class StepShare:
+    """Of ``traces`` traces logged at ``step``, ``hits`` have some property (e.g. mention every asked agent)."""
+
+    step: float
+    hits: int
+    traces: int
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.hits <= self.traces:
+            raise ValueError(f"hits={self.hits} must be between 0 and traces={self.traces}")
+
+
 def _pct(value: float) -> str:
     return f"{100 * value:.1f} %"
 
@@ -153,6 +170,7 @@ def detect_reasoning_collapse(
     level: float = 0.95,
     beliefs_unmeasured_because: str = "no reasoning traces were logged",
     max_belief_drop: float = 0.2,
+    context_shares: Mapping[str, Sequence[StepShare]] | None = None,
 ) -> DetectorResult:
     """Response length falling while reward rises, and (when traces exist) beliefs no longer stated.
 
@@ -163,15 +181,25 @@ def detect_reasoning_collapse(
     pass None when they cannot be counted and say why in ``beliefs_unmeasured_because``.
     "Still reasoning" needs the traces to rule out a fall of the belief share by more than
     ``max_belief_drop``; with fewer traces the verdict says the question is open.
+
+    ``context_shares`` (name → per-step counts, e.g. "share of rollouts mentioning every asked
+    agent") are compared the same way, first third against last third, and listed in the
+    evidence; they describe the traces but do not change the verdict.
     """
     name, title = "reasoning_collapse", "Reasoning collapse"
     rows = _clean_series(steps, reward, response_length)
+    context_evidence, context_data = [], {}
+    for label, shares in (context_shares or {}).items():
+        line, numbers = _share_change(shares, level)
+        context_evidence.append((label, line))
+        context_data[label] = numbers
     if len(rows) < min_steps:
         return DetectorResult(
             name, title, subject, False, NOT_ENOUGH_DATA,
             f"Only {len(rows)} training steps have both a reward and a response length; at least {min_steps} "
             "are needed to tell a trend from step-to-step noise.",
-            (("steps with reward and length", str(len(rows))),), {"steps": len(rows)},
+            (("steps with reward and length", str(len(rows))), *context_evidence),
+            {"steps": len(rows), **({"context_shares": context_data} if context_data else {})},
         )
     xs = [r[0] for r in rows]
     length_change = window_change([r[2] for r in rows], level)
@@ -209,6 +237,9 @@ def detect_reasoning_collapse(
                     belief_change=belief_change.to_dict())
     else:
         evidence.append(("share of traces stating a belief", f"not measured: {beliefs_unmeasured_because}"))
+    evidence += context_evidence
+    if context_data:
+        data["context_shares"] = context_data
 
     drop_text = f"{100 * -relative_change:.0f} %"
     if not length_fell:
@@ -264,12 +295,108 @@ def detect_reasoning_collapse(
     return DetectorResult(name, title, subject, True, FIRED, explanation, tuple(evidence), data)
 
 
-def _split_counts(counts: Sequence[BeliefCount]) -> tuple[list[BeliefCount], list[BeliefCount]]:
-    """Early and late thirds of the logged steps (one step each when fewer than three)."""
+def _share_change(shares: Sequence[StepShare], level: float) -> tuple[str, dict]:
+    """An evidence line and its numbers: the share in the first vs the last third of the steps."""
+    shares = sorted((s for s in shares if s.traces > 0), key=lambda s: s.step)
+    series = [{"step": s.step, **from_counts(s.hits, s.traces).to_dict()} for s in shares]
+    if len(shares) < 2:
+        return f"not measured: traces at {len(shares)} step(s), two or more needed", {"by_step": series}
+    first, last = _split_counts(shares)
+    early = from_counts(sum(s.hits for s in first), sum(s.traces for s in first))
+    late = from_counts(sum(s.hits for s in last), sum(s.traces for s in last))
+    change = difference_interval(late, early, level)
+    line = (f"{early.format()} at {_steps_text(first[0].step, first[-1].step)} → {late.format()} at "
+            f"{_steps_text(last[0].step, last[-1].step)}; change {change.format_points()}")
+    return line, {"early": early.to_dict(), "late": late.to_dict(), "change": change.to_dict(), "by_step": series}
+
+
+def _split_counts(counts: Sequence) -> tuple[list, list]:
+    """Early and late thirds of the logged steps (one step each when fewer than three); any
+    records with a ``step``."""
     steps = sorted({c.step for c in counts})
     third = max(1, len(steps) // 3)
     early_steps, late_steps = set(steps[:third]), set(steps[-third:])
     return [c for c in counts if c.step in early_steps], [c for c in counts if c.step in late_steps]
+
+
+# --------------------------------------------------------------------------- entropy collapse
+
+
+def detect_entropy_collapse(
+    steps: Sequence[float],
+    entropy: Sequence[float | None],
+    *,
+    subject: str = "",
+    min_relative_drop: float = 0.5,
+    min_steps: int = 10,
+    level: float = 0.95,
+) -> DetectorResult:
+    """The policy's mean token entropy falling from the first to the last third of training.
+
+    ``entropy``: per-step means of the policy's token entropy over the sampled completions (TRL
+    logs it as ``entropy``, in nats; missing values may be None). The change between the first
+    and the last third of the logged steps is the window change of the length detector
+    (:func:`tomrl.analysis.significance.window_change`, AR(1) noise from first differences). It
+    fires when the entropy fell significantly and by at least ``min_relative_drop`` of its early
+    level. When the fall is not significant but its interval still allows a fall of that size,
+    the verdict is "inconclusive": the steps are too noisy to rule collapse out.
+    """
+    name, title = "entropy_collapse", "Entropy collapse"
+    rows = _clean_series(steps, entropy)
+    if len(rows) < min_steps:
+        return DetectorResult(
+            name, title, subject, False, NOT_ENOUGH_DATA,
+            f"Only {len(rows)} training steps have a logged entropy; at least {min_steps} are needed to tell a "
+            "trend from step-to-step noise.",
+            (("steps with entropy", str(len(rows))),), {"steps": len(rows)},
+        )
+    xs = [r[0] for r in rows]
+    change = window_change([r[1] for r in rows], level)
+    relative = change.relative_change
+    evidence = (
+        ("window", f"steps {xs[0]:g}–{xs[-1]:g} ({len(rows)} logged steps); first third vs last third"),
+        ("mean token entropy", f"{_change_text(change, 'nats', digits=3)}; {100 * relative:+.1f} %"),
+        ("threshold", f"a significant fall of at least {100 * min_relative_drop:.0f} % of the early level"),
+    )
+    data = {"steps": len(rows), "first_step": xs[0], "last_step": xs[-1], "entropy_change": change.to_dict(),
+            "entropy_relative_change": relative, "min_relative_drop": min_relative_drop, "level": level}
+    if change.early_mean <= 0:
+        return DetectorResult(
+            name, title, subject, False, NOT_ENOUGH_DATA,
+            f"The logged entropy is {change.early_mean:.3g} nats over the first third of training, so a relative fall "
+            "cannot be measured; the policy was deterministic (or the entropy was not computed) from the start.",
+            evidence, data,
+        )
+    drop = -relative
+    if change.significantly_negative and drop >= min_relative_drop:
+        return DetectorResult(
+            name, title, subject, True, FIRED,
+            f"Entropy collapse: the policy's mean token entropy fell by {100 * drop:.0f} % "
+            f"({change.early_mean:.3g} → {change.late_mean:.3g} nats) from the first to the last third of training. "
+            "A policy this sure of every token samples nearly the same completion in each group, so GRPO's "
+            "advantages vanish and training stops exploring; together with a shrinking response it is the "
+            "collapse Paper A reports for small models. An entropy bonus (entropy_coef) or a higher sampling "
+            "temperature counters it.",
+            evidence, data,
+        )
+    possible_drop = -change.low / change.early_mean
+    if not change.significantly_negative and possible_drop >= min_relative_drop:
+        data["largest_fall_allowed"] = possible_drop
+        return DetectorResult(
+            name, title, subject, False,
+            f"{INCONCLUSIVE} (the interval allows a fall of up to {100 * possible_drop:.0f} %)",
+            f"Inconclusive: the entropy did not fall significantly, but its per-step noise is large enough that a fall of "
+            f"{100 * min_relative_drop:.0f} % or more cannot be ruled out. Log more steps to settle it.",
+            evidence, data,
+        )
+    if change.significantly_negative:
+        explanation = (f"The entropy fell by {100 * drop:.0f} %, significantly but less than the "
+                       f"{100 * min_relative_drop:.0f} % this detector calls collapse: the policy grew surer, yet it "
+                       "still samples varied completions.")
+    else:
+        explanation = (f"No entropy collapse: the mean token entropy did not fall significantly over steps "
+                       f"{xs[0]:g}–{xs[-1]:g} ({100 * relative:+.0f} %), so the policy keeps exploring.")
+    return DetectorResult(name, title, subject, False, NOT_FIRED, explanation, evidence, data)
 
 
 # --------------------------------------------------------------------------- inverted difficulty

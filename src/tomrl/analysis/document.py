@@ -4,14 +4,18 @@
     write_document(doc, "reports/demo")   # report.md (links the PNGs), report.html (PNGs inlined)
 
 Both renderers walk the same blocks, so the two files cannot drift apart: a paragraph, a table,
-a figure (a PNG in the output folder) or a detector finding. The HTML embeds every PNG as base64
-and uses no scripts or external styles, so it opens anywhere as one file.
+a figure (a PNG in the output folder), a detector finding, or a trace view (one question answered
+by several models, side by side, with a marked stretch of each trace). The HTML embeds every PNG
+as base64, escapes every text (a model's ``<script>`` is shown, not run) and uses no scripts or
+external styles, so it opens anywhere as one file. In Markdown, traces and stories go into code
+blocks, where nothing is interpreted, and the marked stretch is written ``⟦✗ … ⟧``.
 """
 
 from __future__ import annotations
 
 import base64
 import html
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Union
@@ -48,7 +52,33 @@ class Finding:
     result: DetectorResult
 
 
-Block = Union[Paragraph, Table, Figure, Finding]
+@dataclass(frozen=True)
+class TraceColumn:
+    """One model's answer to the question of a :class:`TraceView`."""
+
+    label: str  # which model
+    outcome: str  # "correct", "wrong", …
+    answer: str  # its extracted answer ("" when none)
+    text: str  # the trace as the model wrote it
+    mark: tuple[int, int] | None = None  # [start, end) of ``text`` to highlight
+    notes: tuple[str, ...] = ()  # lines shown under the trace
+
+    def __post_init__(self) -> None:
+        if self.mark is not None and not 0 <= self.mark[0] < self.mark[1] <= len(self.text):
+            raise ValueError(f"mark {self.mark} is not a stretch of the {len(self.text)}-character trace")
+
+
+@dataclass(frozen=True)
+class TraceView:
+    """One question, its facts (story, question, gold, oracle …) and several models' traces side by side."""
+
+    title: str
+    facts: tuple[tuple[str, str], ...]  # (what, text); multi-line texts are shown verbatim
+    columns: tuple[TraceColumn, ...]
+    mark_meaning: str = "the first statement the oracle judges false"
+
+
+Block = Union[Paragraph, Table, Figure, Finding, TraceView]
 
 
 @dataclass
@@ -90,6 +120,46 @@ def _md_table(columns: list[str], rows: list[list[str]]) -> list[str]:
     return lines
 
 
+MARK_OPEN, MARK_CLOSE = "⟦✗ ", " ⟧"
+
+
+def _md_inline(text: str) -> str:
+    """Plain text on one line, with HTML that a Markdown viewer would render shown as text."""
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("\n", " ")
+
+
+def _md_code_block(text: str) -> list[str]:
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [f"{fence}text", text, fence]
+
+
+def _md_trace_view(view: TraceView) -> list[str]:
+    lines = [f"#### {_md_inline(view.title)}", ""]
+    for what, text in view.facts:
+        if "\n" in text:
+            if lines[-1]:
+                lines.append("")
+            lines += [f"**{_md_inline(what)}**", "", *_md_code_block(text.rstrip("\n")), ""]
+        else:
+            lines += [f"- **{_md_inline(what)}**: {_md_inline(text)}"]
+    if lines[-1]:
+        lines.append("")
+    for column in view.columns:
+        answer = f", answered {_md_inline(column.answer)}" if column.answer else ", no answer"
+        lines += [f"**{_md_inline(column.label)}** — {_md_inline(column.outcome)}{answer}", ""]
+        text = column.text
+        if column.mark is not None:
+            start, end = column.mark
+            text = text[:start] + MARK_OPEN + text[start:end] + MARK_CLOSE + text[end:]
+        lines += _md_code_block(text) + [""]
+        lines += [f"- {_md_inline(note)}" for note in column.notes]
+        if column.notes:
+            lines.append("")
+    lines += [f"*{MARK_OPEN.strip()} … {MARK_CLOSE.strip()} marks {_md_inline(view.mark_meaning)}.*", ""]
+    return lines
+
+
 def _md_block(block: Block) -> list[str]:
     if isinstance(block, Paragraph):
         return [block.text, ""]
@@ -104,6 +174,8 @@ def _md_block(block: Block) -> list[str]:
         if result.evidence:
             lines += _md_table(["evidence", "value"], [list(line) for line in result.evidence]) + [""]
         return lines
+    if isinstance(block, TraceView):
+        return _md_trace_view(block)
     raise TypeError(f"unknown block {block!r}")
 
 
@@ -136,6 +208,14 @@ figcaption { font-style: italic; color: #57606a; }
 .finding.fired { border-left-color: #cf222e; background: #fff5f5; }
 .finding.clear { border-left-color: #1a7f37; background: #f5fff7; }
 .finding h4 { margin: .3em 0; }
+.traceview { border: 1px solid #d0d7de; padding: .5em 1em; margin: 1em 0; }
+.traceview h4 { margin: .3em 0; }
+.traceview table { width: 100%; table-layout: fixed; }
+.verbatim { white-space: pre-wrap; font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: .85em; }
+.traceview mark { background: #ffcccb; outline: 1px solid #cf222e; }
+.traceview .correct { color: #1a7f37; font-weight: bold; }
+.traceview .wrong { color: #cf222e; font-weight: bold; }
+.traceview ul { margin: .3em 0; padding-left: 1.2em; font-size: .85em; }
 """
 
 
@@ -147,6 +227,32 @@ def _html_table(columns: list[str], rows: list[list[str]], caption: str = "") ->
     for row in rows:
         parts.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>")
     parts.append("</table>")
+    return "\n".join(parts)
+
+
+def _html_trace_view(view: TraceView) -> str:
+    parts = ['<div class="traceview">', f"<h4>{html.escape(view.title)}</h4>", "<table>"]
+    for what, text in view.facts:
+        body = f'<div class="verbatim">{html.escape(text)}</div>' if "\n" in text else html.escape(text)
+        parts.append(f'<tr><th style="width: 8em">{html.escape(what)}</th><td>{body}</td></tr>')
+    parts.append("</table><table><tr>")
+    for column in view.columns:
+        outcome = html.escape(column.outcome)
+        kind = column.outcome if column.outcome in ("correct", "wrong") else ""
+        answer = f": {html.escape(column.answer)}" if column.answer else ": no answer"
+        parts.append(f'<th>{html.escape(column.label)}<br><span class="{kind}">{outcome}</span>{answer}</th>')
+    parts.append("</tr><tr>")
+    for column in view.columns:
+        text = column.text
+        if column.mark is None:
+            trace = html.escape(text)
+        else:
+            start, end = column.mark
+            trace = f"{html.escape(text[:start])}<mark>{html.escape(text[start:end])}</mark>{html.escape(text[end:])}"
+        notes = "".join(f"<li>{html.escape(note)}</li>" for note in column.notes)
+        parts.append(f'<td><div class="verbatim">{trace}</div>' + (f"<ul>{notes}</ul>" if notes else "") + "</td>")
+    parts.append("</tr></table>")
+    parts.append(f"<p><small><mark>marked</mark>: {html.escape(view.mark_meaning)}.</small></p></div>")
     return "\n".join(parts)
 
 
@@ -170,6 +276,8 @@ def _html_block(block: Block, folder: Path) -> str:
             parts.append(_html_table(["evidence", "value"], [list(line) for line in result.evidence]))
         parts.append("</div>")
         return "\n".join(parts)
+    if isinstance(block, TraceView):
+        return _html_trace_view(block)
     raise TypeError(f"unknown block {block!r}")
 
 

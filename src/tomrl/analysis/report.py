@@ -1,5 +1,6 @@
-"""Assemble the report: training curves, before/after tables, accuracy by order, the
-generalization matrix, shortcut comparison, and every detector with its evidence.
+"""Assemble the report: training curves, collapse (length, entropy, what the traces still do),
+before/after tables, accuracy by order, the generalization matrix, shortcut comparison, traces
+side by side, other analyses' sections, and every detector with its evidence.
 
     tomrl report runs/demo --out runs/demo/report
 
@@ -9,11 +10,14 @@ generalization matrix, shortcut comparison, and every detector with its evidence
 Writes into the output folder: ``report.html`` (self-contained, PNGs inlined), ``report.md``
 (same content, linking the PNGs), the PNGs, and ``detectors.json`` (every detector's verdict
 and numbers, for scripts and CI). Every accuracy is printed with its n and 95 % interval, and
-every table says which evaluation (folder, model, seed) it comes from.
+every table says which evaluation (folder, model, seed) it comes from. Result files of
+``tomrl analyze`` found under the run folders (``interventions.json``, ``probes.json``) are
+rendered by their own modules' ``report_sections(files, out_dir)``.
 """
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import re
 from dataclasses import dataclass, field
@@ -23,6 +27,8 @@ from typing import Callable, Iterable
 from tomrl.analysis.detectors import (
     BeliefCount,
     DetectorResult,
+    StepShare,
+    detect_entropy_collapse,
     detect_id_ood_divergence,
     detect_inverted_difficulty,
     detect_negative_transfer,
@@ -37,9 +43,10 @@ from tomrl.analysis.plots import (
     plot_generalization_matrix,
     plot_panels,
 )
-from tomrl.analysis.runs import BenchmarkScores, Evaluation, RunSet, TrainingRun, task_family
+from tomrl.analysis.runs import ROLLOUT_TRACES_PER_STEP, BenchmarkScores, Evaluation, RunSet, TrainingRun, task_family
 from tomrl.analysis.significance import from_counts, pooled
 from tomrl.analysis.shortcuts import ShortcutRecord, compare_with_heuristics, paired_records, shortcut_shift
+from tomrl.analysis.trace_shares import shares_by_step
 from tomrl.evaluation.table import COLUMNS as PAPER_A_COLUMNS
 from tomrl.evaluation.table import PAPER_A_TABLE1
 from tomrl.io import atomic_write_json
@@ -68,6 +75,9 @@ class ReportOptions:
     notes: list[str] = field(default_factory=list)
     # Models beside the best no-ToM rule on the same sets (tomrl.analysis.comparison.compare); None = no such section.
     comparison: dict | None = None
+    min_entropy_drop: float = 0.5  # smallest relative fall of the mean token entropy that counts as collapse
+    trace_views: int = 6  # questions shown side by side (0 = no trace viewer)
+    trace_seed: int = 0  # which questions the trace viewer draws
 
 
 def _acc(acc: Accuracy | None) -> str:
@@ -103,6 +113,7 @@ def _inputs_section(runs: RunSet) -> Section:
         steps = [row["step"] for row in run.metrics]
         span = f"{len(steps)} logged steps ({steps[0]:g}–{steps[-1]:g})" if steps else "no steps logged"
         traces = f"{len(run.traces)} traces from {run.trace_source}" if run.traces else "no traces"
+        traces += f"; {len(run.rollouts)} rollouts from samples.jsonl" if run.rollouts else "; no rollouts logged"
         rows.append(["training run", str(run.path), run.base_model or "?", f"{span}; trained on {run.describe_mixture()}; "
                      f"{len({p.step for p in run.validation})} validation passes; {traces}"])
     for evaluation in runs.evaluations:
@@ -123,8 +134,12 @@ LENGTH_KEY = "response_length/mean"
 REWARD_KEY = "reward"
 
 
-def _training_panels(run: TrainingRun, belief_counts: list[BeliefCount]) -> list[Panel]:
-    """Panels over training steps from ``metrics.jsonl`` (TRL's keys, as tomrl train renames them)."""
+ENTROPY_KEY = "entropy"
+
+
+def _training_panels(run: TrainingRun) -> list[Panel]:
+    """Panels over training steps from ``metrics.jsonl`` (TRL's keys, as tomrl train renames them);
+    response length, entropy and the traces' shares are in the collapse figure."""
     keys = run.metric_keys()
     panels = []
     reward_keys = [k for k in keys if k == REWARD_KEY or (k.startswith("rewards/") and k.endswith("/mean"))]
@@ -135,12 +150,6 @@ def _training_panels(run: TrainingRun, belief_counts: list[BeliefCount]) -> list
     if component_keys:
         panels.append(Panel("Reward components (batch means)", "value",
                             [Curve(k.removeprefix("reward_components/"), *run.series(k)) for k in component_keys]))
-    if LENGTH_KEY in keys:
-        steps, mean = run.series(LENGTH_KEY)
-        low = run.series("response_length/min")[1] if "response_length/min" in keys else None
-        high = run.series("response_length/max")[1] if "response_length/max" in keys else None
-        panels.append(Panel("Response length (mean; band: min–max)", "tokens",
-                            [Curve("mean response length", steps, mean, low, high)]))
     rate_keys = [k for k in ("answer/accuracy", "answer/format_rate", "response_length/clipped_ratio") if k in keys]
     if rate_keys:
         panels.append(Panel("Training batches: accuracy, format rate, truncated share", "share",
@@ -156,15 +165,83 @@ def _training_panels(run: TrainingRun, belief_counts: list[BeliefCount]) -> list
             steps = sorted(by_step)
             curves.append(accuracy_curve(f"order {order}", steps, [pooled(by_step[s]) for s in steps]))
         panels.append(Panel("Validation accuracy by order (band: 95 % interval)", "accuracy", curves, percent=True))
-    if belief_counts:
-        panels.append(Panel(f"Share of traces stating an agent's belief ({run.trace_source}; band: 95 % interval)",
-                            "share", [accuracy_curve("traces with belief statements", [c.step for c in belief_counts],
-                                                     [from_counts(c.with_beliefs, c.traces) for c in belief_counts])],
-                            percent=True))
-    other = [k for k in ("entropy", "kl") if k in keys]
-    if other:
-        panels.append(Panel("Entropy and KL to the reference", "nats", [Curve(k, *run.series(k)) for k in other]))
+    if "kl" in keys:
+        panels.append(Panel("KL to the reference", "nats", [Curve("kl", *run.series("kl"))]))
     return panels
+
+
+def _share_curve(label: str, shares: list[StepShare]) -> Curve:
+    return accuracy_curve(label, [s.step for s in shares], [from_counts(s.hits, s.traces) for s in shares])
+
+
+def _collapse_panels(run: TrainingRun, belief_counts: list[BeliefCount], shares) -> list[Panel]:
+    """Response length, entropy and what the traces still do, over the same steps."""
+    keys = run.metric_keys()
+    panels = []
+    if LENGTH_KEY in keys:
+        steps, mean = run.series(LENGTH_KEY)
+        low = run.series("response_length/min")[1] if "response_length/min" in keys else None
+        high = run.series("response_length/max")[1] if "response_length/max" in keys else None
+        panels.append(Panel("Response length (mean; band: min–max)", "tokens",
+                            [Curve("mean response length", steps, mean, low, high)]))
+    if ENTROPY_KEY in keys:
+        panels.append(Panel("Policy's mean token entropy", "nats", [Curve("entropy", *run.series(ENTROPY_KEY))]))
+    curves = []
+    if belief_counts:
+        curves.append(_share_curve(f"state an agent's belief ({run.trace_source})",
+                                   [StepShare(c.step, c.with_beliefs, c.traces) for c in belief_counts]))
+    if shares is not None and shares.mention:
+        curves.append(_share_curve("rollouts naming every asked agent", shares.mention))
+    if shares is not None and shares.reflection:
+        curves.append(_share_curve("rollouts with a self-reflection phrase", shares.reflection))
+    if curves:
+        panels.append(Panel("What the traces still do (band: 95 % Wilson interval)", "share", curves, percent=True))
+    return panels
+
+
+def _collapse_findings(run: TrainingRun, options: ReportOptions, counts: list[BeliefCount], shares) -> list[DetectorResult]:
+    keys = run.metric_keys()
+    if LENGTH_KEY in keys and REWARD_KEY in keys:
+        steps, reward = run.series(REWARD_KEY)
+        _, length = run.series(LENGTH_KEY)
+        if not run.traces:
+            why = "no reasoning traces were logged"
+        elif options.states_a_belief is None:
+            why = "the fidelity reward's belief parser is not available"
+        else:
+            why = "none of the logged traces is about a story the fidelity parser can read"
+        context = {}
+        if shares is not None:
+            context = {"share of rollouts naming every asked agent": shares.mention,
+                       "share of rollouts with a self-reflection phrase": shares.reflection}
+        collapse = detect_reasoning_collapse(steps, reward, length, counts or None, subject=run.label,
+                                             min_relative_drop=options.min_relative_drop, level=options.level,
+                                             beliefs_unmeasured_because=why, context_shares=context)
+    else:
+        collapse = DetectorResult("reasoning_collapse", "Reasoning collapse", run.label, False, "not enough data",
+                                  "The run's metrics have no per-step reward and response length.", (), {})
+    if ENTROPY_KEY in keys:
+        entropy = detect_entropy_collapse(*run.series(ENTROPY_KEY), subject=run.label,
+                                          min_relative_drop=options.min_entropy_drop, level=options.level)
+    else:
+        entropy = DetectorResult("entropy_collapse", "Entropy collapse", run.label, False, "not enough data",
+                                 f"The run's metrics have no '{ENTROPY_KEY}' (the policy's mean token entropy, which "
+                                 "TRL's GRPO trainer logs at every step).", (), {})
+    return [collapse, entropy]
+
+
+def _shares_note(run: TrainingRun, shares) -> str:
+    if not run.rollouts:
+        return ("The shares of rollouts naming every asked agent and using self-reflection phrases are not measured: "
+                "the run logged no rollouts (samples.jsonl is missing or empty; training config log_samples).")
+    sources = ", ".join(f"{how}: {n}" for how, n in sorted(shares.agents_from.items()))
+    text = (f"Rollouts read: {len(run.rollouts)} from samples.jsonl (at most {ROLLOUT_TRACES_PER_STEP} per step). "
+            f"The asked agents come from: {sources}. A rollout names every asked agent when its reasoning contains each "
+            "agent of the question's chain as a whole word; it self-reflects when its reasoning holds one of the "
+            "listed phrases (docs/analysis.md).")
+    if shares.notes:
+        text += " " + "; ".join(shares.notes) + "."
+    return text
 
 
 def _id_ood_series(run: TrainingRun) -> tuple[list[float], list[Accuracy], list[Accuracy]]:
@@ -187,28 +264,22 @@ def _training_section(runs: RunSet, out: Path, options: ReportOptions, results: 
         section.blocks.append(Paragraph(f"Run {run.label} ({run.path}): base model {run.base_model or 'unknown'}, "
                                         f"trained on {run.describe_mixture()}."))
         counts = run.belief_counts(options.states_a_belief) if options.states_a_belief and run.traces else []
-        panels = _training_panels(run, counts)
+        shares = shares_by_step(run.rollouts, run.prefill) if run.rollouts else None
+        panels = _training_panels(run)
         if panels:
             file = f"training-{index + 1}-{_slug(run.label)}.png"
             plot_panels(out / file, panels, title=run.label)
             section.blocks.append(Figure(file, f"Training curves of {run.label} (per logged step)."))
-        if LENGTH_KEY in run.metric_keys() and REWARD_KEY in run.metric_keys():
-            steps, reward = run.series(REWARD_KEY)
-            _, length = run.series(LENGTH_KEY)
-            if not run.traces:
-                why = "no reasoning traces were logged"
-            elif options.states_a_belief is None:
-                why = "the fidelity reward's belief parser is not available"
-            else:
-                why = "none of the logged traces is about a story the fidelity parser can read"
-            result = detect_reasoning_collapse(steps, reward, length, counts or None, subject=run.label,
-                                               min_relative_drop=options.min_relative_drop, level=options.level,
-                                               beliefs_unmeasured_because=why)
-        else:
-            result = DetectorResult("reasoning_collapse", "Reasoning collapse", run.label, False, "not enough data",
-                                    "The run's metrics have no per-step reward and response length.", (), {})
-        results.append(result)
-        section.blocks.append(Finding(result))
+        panels = _collapse_panels(run, counts, shares)
+        if panels:
+            file = f"collapse-{index + 1}-{_slug(run.label)}.png"
+            plot_panels(out / file, panels, title=f"{run.label}: collapse")
+            section.blocks.append(Figure(file, f"Collapse of {run.label}: response length, the policy's entropy and "
+                                               "what the traces still do, over the same steps."))
+        section.blocks.append(Paragraph(_shares_note(run, shares)))
+        for result in _collapse_findings(run, options, counts, shares):
+            results.append(result)
+            section.blocks.append(Finding(result))
         steps, id_acc, ood_acc = _id_ood_series(run)
         if steps and any(a.n for a in id_acc) and any(a.n for a in ood_acc):
             file = f"id-ood-{index + 1}-{_slug(run.label)}.png"
@@ -500,6 +571,58 @@ def _shortcut_section(runs: RunSet, options: ReportOptions) -> Section | None:
     return section
 
 
+def _trace_section(runs: RunSet, options: ReportOptions) -> Section | None:
+    """The same questions answered by the base and the trained models, side by side."""
+    if options.trace_views <= 0 or len(runs.evaluations) < 2:
+        return None
+    from tomrl.analysis.trace_viewer import trace_views
+
+    ordered = sorted(runs.evaluations, key=lambda e: not runs.is_base_evaluation(e))  # base models first
+    labelled = [(f"{_eval_label(runs, e)} [{e.path.name}]", e) for e in ordered]
+    views, notes = trace_views(labelled, count=options.trace_views, seed=options.trace_seed)
+    if not views and not notes:
+        return None
+    section = Section("Traces side by side", [Paragraph(
+        f"{len(views)} questions answered by two or more of the evaluated models, drawn at random (seed "
+        f"{options.trace_seed}) round robin over the orders of belief. Each shows the story, the question, the gold "
+        "answer and the oracle's belief chain for the asked object (reality, each asked agent's belief, and each "
+        "nested belief the question builds on), then every model's trace with its answer. In each trace the first "
+        "statement the oracle judges false is marked; the statements are read and judged as the fidelity reward judges "
+        "them (its parser and default options: true when the chain held that belief at some moment of the story, "
+        "'at first' statements against the chain's first belief), and listed under the trace.")])
+    if notes:
+        section.blocks.append(Paragraph("Left out: " + "; ".join(notes) + "."))
+    section.blocks += views
+    return section
+
+
+# Result files of `tomrl analyze` and the modules that render them: file name → (module, what it is).
+ANALYSIS_RENDERERS = {"interventions.json": ("tomrl.analysis.interventions", "trace interventions"),
+                      "probes.json": ("tomrl.analysis.probes", "belief probes")}
+
+
+def analysis_sections(analysis_files: dict[str, list[Path]], out: Path, notes: list[str]) -> list[Section]:
+    """Sections of other analyses' result files (``runs.find_analysis_files``: file name → paths), rendered
+    by their own modules' ``report_sections(files, out_dir)``; a module without it is noted and skipped.
+    Shared by this report and the study report."""
+    sections: list[Section] = []
+    for name, files in analysis_files.items():
+        module_name, what = ANALYSIS_RENDERERS[name]
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as error:
+            notes.append(f"{len(files)} {name} file(s) found, but {module_name} cannot be imported ({error}); "
+                         f"the {what} are left out.")
+            continue
+        render = getattr(module, "report_sections", None)
+        if render is None:
+            notes.append(f"{len(files)} {name} file(s) found, but {module_name} has no report_sections yet; the {what} "
+                         "are left out.")
+            continue
+        sections += render(list(files), out)
+    return sections
+
+
 def _detector_summary(results: list[DetectorResult]) -> Section:
     return Section("Detectors at a glance", [
         Table(["detector", "computed on", "verdict"],
@@ -531,6 +654,7 @@ def build_report(runs: RunSet, out: str | Path, options: ReportOptions | None = 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     results: list[DetectorResult] = []
+    notes: list[str] = []
     body = [
         _comparison_section(options),
         _training_section(runs, out, options, results),
@@ -538,9 +662,12 @@ def build_report(runs: RunSet, out: str | Path, options: ReportOptions | None = 
         _orders_section(runs, out, options, results),
         _generalization_section(runs, out, options, results),
         _shortcut_section(runs, options),
+        _trace_section(runs, options),
+        *analysis_sections(runs.analysis_files, out, notes),
     ]
-    sections = [_inputs_section(runs), _detector_summary(results), *[s for s in body if s is not None],
-                _methods_section(options)]
+    methods = _methods_section(options)
+    methods.blocks += [Paragraph(note) for note in notes]
+    sections = [_inputs_section(runs), _detector_summary(results), *[s for s in body if s is not None], methods]
     from tomrl.training.split_rule import validation_on_test_warning  # runs that validated on test stories: said first
 
     warnings = [f"{w} (training run {run.path})" for run in runs.training if (w := validation_on_test_warning(run.path))]

@@ -39,6 +39,8 @@ VALIDATION_SAMPLES_FILE = "validation_samples.jsonl"  # tomrl train: one row per
 RUN_CONFIG_FILE = "config.yaml"  # tomrl train: the resolved TrainConfig
 DATA_FOLDER = "data"  # tomrl train: train.jsonl and validation.jsonl (unified Example records)
 OUTPUT_FOLDERS = ("final", "best", "checkpoints")  # tomrl train: models a run writes
+# tomrl analyze interventions / probes: result files whose own modules render report sections.
+ANALYSIS_FILES = ("interventions.json", "probes.json")
 # Traces read per step for belief counting: enough for a share with a tight interval, few enough
 # that a long run's report takes seconds (about 0.1-1 ms per trace with the fidelity parser).
 VALIDATION_TRACES_PER_STEP = 256  # the first ones in file order: the same questions at every step
@@ -110,6 +112,8 @@ class Trace:
     completion: str
     story: str | None
     source: str | None
+    question: str | None = None
+    query_chain: tuple[str, ...] | None = None  # the example's meta.query.chain, when its data logged it
 
 
 @dataclass
@@ -122,6 +126,7 @@ class TrainingRun:
     validation: list[ValidationPoint] = field(default_factory=list)
     traces: list[Trace] = field(default_factory=list)
     trace_source: str = ""  # which file the traces came from
+    rollouts: list[Trace] = field(default_factory=list)  # training rollouts (samples.jsonl), capped per step
     mixture: dict[str, set[int | None]] = field(default_factory=dict)  # family → orders trained on
 
     @property
@@ -219,6 +224,8 @@ class TrainingRun:
 class RunSet:
     training: list[TrainingRun] = field(default_factory=list)
     evaluations: list[Evaluation] = field(default_factory=list)
+    # Other analyses' result files found under the given folders: file name → paths (ANALYSIS_FILES).
+    analysis_files: dict[str, list[Path]] = field(default_factory=dict)
 
     def run_that_trained(self, evaluation: Evaluation) -> TrainingRun | None:
         for run in self.training:
@@ -398,29 +405,44 @@ def _validation_points(folder: Path, validation_examples: dict[str, Example]) ->
     return points
 
 
-def _traces(folder: Path, train: dict[str, Example], validation: dict[str, Example]) -> tuple[list[Trace], str]:
-    """Completions to count belief statements in: the validation answers (the same questions at
-    every step) when logged, else training rollouts; at most a fixed number per step."""
-    for name, examples, cap in ((VALIDATION_SAMPLES_FILE, validation, VALIDATION_TRACES_PER_STEP),
-                                (SAMPLES_FILE, train, ROLLOUT_TRACES_PER_STEP)):
-        path = folder / name
-        if not path.exists():
+def query_chain(example: Example) -> tuple[str, ...] | None:
+    query = example.meta.get("query") if isinstance(example.meta, dict) else None
+    chain = query.get("chain") if isinstance(query, dict) else None
+    if isinstance(chain, list) and all(isinstance(agent, str) for agent in chain):
+        return tuple(chain)
+    return None
+
+
+def _read_traces(path: Path, examples: dict[str, Example], cap: int) -> list[Trace]:
+    """The first ``cap`` completions of each step of a per-answer log, joined to their examples by id."""
+    traces, per_step = [], {}
+    for line, row in iter_jsonl(path, allow_torn_tail=True):
+        where = f"{path}:{line}"
+        step = _step_of(row, where)
+        if per_step.get(step, 0) >= cap:
             continue
-        traces, per_step = [], {}
-        for line, row in iter_jsonl(path, allow_torn_tail=True):
-            where = f"{path}:{line}"
-            step = _step_of(row, where)
-            if per_step.get(step, 0) >= cap:
-                continue
-            completion = row.get("completion")
-            if not isinstance(completion, str):
-                raise BadInputError(f"{where}: field 'completion': expected a string")
-            example = examples.get(row.get("id"))
-            traces.append(Trace(step, completion, example.story if example else None, example.source if example else None))
-            per_step[step] = per_step.get(step, 0) + 1
+        completion = row.get("completion")
+        if not isinstance(completion, str):
+            raise BadInputError(f"{where}: field 'completion': expected a string")
+        example = examples.get(row.get("id"))
+        traces.append(Trace(step, completion, example.story if example else None, example.source if example else None,
+                            example.question if example else None, query_chain(example) if example else None))
+        per_step[step] = per_step.get(step, 0) + 1
+    return traces
+
+
+def _traces(folder: Path, train: dict[str, Example], validation: dict[str, Example]) -> tuple[list[Trace], str, list[Trace]]:
+    """``(traces, their file, rollouts)``. Traces, to count belief statements in: the validation
+    answers (the same questions at every step) when logged, else the training rollouts; at most
+    a fixed number per step. Rollouts: the training rollouts (``samples.jsonl``), capped alike."""
+    rollouts_path = folder / SAMPLES_FILE
+    rollouts = _read_traces(rollouts_path, train, ROLLOUT_TRACES_PER_STEP) if rollouts_path.exists() else []
+    validation_path = folder / VALIDATION_SAMPLES_FILE
+    if validation_path.exists():
+        traces = _read_traces(validation_path, validation, VALIDATION_TRACES_PER_STEP)
         if traces:
-            return traces, name
-    return [], ""
+            return traces, VALIDATION_SAMPLES_FILE, rollouts
+    return rollouts, SAMPLES_FILE if rollouts else "", rollouts
 
 
 def read_training_run(folder: str | Path) -> TrainingRun:
@@ -436,9 +458,9 @@ def read_training_run(folder: str | Path) -> TrainingRun:
     config = _read_yaml(config_path) if config_path.exists() else {}
     train = _read_examples(folder / DATA_FOLDER / "train.jsonl")
     validation = _read_examples(folder / DATA_FOLDER / "validation.jsonl")
-    traces, trace_source = _traces(folder, train, validation)
+    traces, trace_source, rollouts = _traces(folder, train, validation)
     return TrainingRun(path=folder, config=config, metrics=metrics, validation=_validation_points(folder, validation),
-                       traces=traces, trace_source=trace_source, mixture=_mixture(train.values()))
+                       traces=traces, trace_source=trace_source, rollouts=rollouts, mixture=_mixture(train.values()))
 
 
 def find_run_folders(paths: Iterable[str | Path]) -> tuple[list[Path], list[Path]]:
@@ -458,14 +480,79 @@ def find_run_folders(paths: Iterable[str | Path]) -> tuple[list[Path], list[Path
     return list(training), list(evaluations)
 
 
+def find_analysis_files(paths: Iterable[str | Path]) -> dict[str, list[Path]]:
+    """The :data:`ANALYSIS_FILES` at or below ``paths``: file name → paths, each once, in path order."""
+    found: dict[str, dict[Path, None]] = {name: {} for name in ANALYSIS_FILES}
+    for given in paths:
+        root = Path(given)
+        for name in ANALYSIS_FILES:
+            for file in sorted(root.rglob(name)) if root.is_dir() else ():
+                if file.is_file():
+                    found[name].setdefault(file.resolve(), None)
+    return {name: list(files) for name, files in found.items() if files}
+
+
 def load_runs(paths: Iterable[str | Path], scheme: str = "strict") -> RunSet:
-    """Every training run and evaluation at or below ``paths``."""
+    """Every training run and evaluation at or below ``paths``, and other analyses' result files."""
     paths = list(paths)
     training_dirs, evaluation_dirs = find_run_folders(paths)
-    if not training_dirs and not evaluation_dirs:
+    analysis_files = find_analysis_files(paths)
+    if not training_dirs and not evaluation_dirs and not analysis_files:
         raise BadInputError(
             f"no runs found under {', '.join(map(str, paths))}: expected folders with {METRICS_FILE} "
-            f"(tomrl train) or {RESULTS_FILE} (tomrl eval)"
+            f"(tomrl train), {RESULTS_FILE} (tomrl eval) or {' / '.join(ANALYSIS_FILES)} (tomrl analyze)"
         )
     return RunSet(training=[read_training_run(d) for d in training_dirs],
-                  evaluations=[read_evaluation(d, scheme) for d in evaluation_dirs])
+                  evaluations=[read_evaluation(d, scheme) for d in evaluation_dirs], analysis_files=analysis_files)
+
+
+# ---------------------------------------------------------------------------- an evaluation's questions
+
+
+def _file_benchmark_path(evaluation: Evaluation, name: str) -> tuple[Path | None, str]:
+    """The JSONL file a ``file-*`` benchmark was read from, as ``results.json`` names it.
+
+    ``tomrl eval`` writes the path as given on its command line, often relative to where it ran;
+    it is tried as written, then against each folder above the evaluation. The file must still
+    hash to the benchmark's version (its content hash), else it is another file now.
+    """
+    import hashlib
+
+    raw = evaluation.info.get("benchmarks", {}).get(name, {})
+    written = (raw.get("loader_options") or {}).get("path") if isinstance(raw, dict) else None
+    if not isinstance(written, str) or not written:
+        return None, f"results.json names no file for {name} (benchmarks.{name}.loader_options.path)"
+    written_path = Path(written).expanduser()
+    candidates = [written_path] if written_path.is_absolute() else [
+        written_path, *[parent / written_path for parent in evaluation.path.resolve().parents]]
+    for candidate in candidates:
+        if candidate.is_file():
+            version = raw.get("version")
+            digest = hashlib.sha256(candidate.read_bytes()).hexdigest()[:12]
+            if isinstance(version, str) and version and version != digest:
+                return None, f"{candidate} has changed since the evaluation (hash {digest}, evaluated {version})"
+            return candidate, ""
+    return None, f"{written} (benchmarks.{name}.loader_options.path) was not found from here or above {evaluation.path}"
+
+
+def benchmark_examples(evaluation: Evaluation, name: str) -> tuple[dict[str, Example], str]:
+    """``(question id → Example, note)`` of one benchmark of an evaluation, reloaded the way
+    ``tomrl eval`` loaded it; empty with a note saying why when it cannot be reloaded."""
+    from tomrl.evaluation.benchmarks import BENCHMARKS, DataMissing, load_examples
+
+    raw = evaluation.info.get("benchmarks", {}).get(name, {})
+    if isinstance(raw, dict) and raw.get("loader") == "jsonl-file":
+        path, why = _file_benchmark_path(evaluation, name)
+        if path is None:
+            return {}, why
+        return _read_examples(path), ""
+    benchmark = BENCHMARKS.get(name)
+    if benchmark is None:
+        return {}, f"{name} is neither a registered benchmark nor a file benchmark results.json can locate"
+    config = evaluation.info.get("config") or {}
+    try:
+        examples = load_examples(benchmark, config.get("data_paths") or {}, config.get("heldout_n", 0),
+                                 config.get("heldout_seed", 0))
+    except (DataMissing, BadInputError) as error:
+        return {}, f"{name}: its questions cannot be reloaded ({error})"
+    return {example.id: example for example in examples}, ""

@@ -61,7 +61,11 @@ DONE = "done"
 LEVEL = 0.95
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 0
+# Arms are compared on the answer-and-format reward each RL run logs under the reward's name
+# ("rewards/paper/mean"): the total ("reward", the fallback) also holds the fidelity arm's weighted
+# fidelity score, which is drawn beside it instead.
 REWARD_KEY = "reward"
+FIDELITY_KEY = "rewards/fidelity/mean"
 LENGTH_KEY = "response_length/mean"
 
 
@@ -569,6 +573,12 @@ def _mean_band(runs: list[TrainingRun], key: str) -> Curve | None:
     return Curve("", common, [sum(v) / len(v) for v in values], [min(v) for v in values], [max(v) for v in values])
 
 
+def _answer_reward_key(runs: list[TrainingRun]) -> str:
+    """The per-reward mean of the run's answer reward (every logged ``rewards/NAME/mean`` but fidelity's), else the total."""
+    keys = [k for k in runs[0].metric_keys() if k.startswith("rewards/") and k.endswith("/mean") and k != FIDELITY_KEY]
+    return keys[0] if len(keys) == 1 else REWARD_KEY
+
+
 def _third_means(curve: Curve) -> tuple[float, float]:
     size = max(1, len(curve.values) // 3)
     return sum(curve.values[:size]) / size, sum(curve.values[-size:]) / size
@@ -584,13 +594,13 @@ def _training_section(study: Study, out: Path, results: dict) -> Section:
             continue
         label = study.group_label(group)
         row = [label, str(len(runs))]
-        for key in (REWARD_KEY, LENGTH_KEY):
+        for panel, key in ((REWARD_KEY, _answer_reward_key(runs)), (FIDELITY_KEY, FIDELITY_KEY), (LENGTH_KEY, LENGTH_KEY)):
             curve = _mean_band(runs, key)
             if curve is None:
                 row.append("not logged")
                 continue
             arm = group[2] + (f" · {group[0]}" if len(study.models) > 1 and group[0] else "")
-            panels.setdefault(group[1], {}).setdefault(key, []).append(
+            panels.setdefault(group[1], {}).setdefault(panel, []).append(
                 Curve(arm, curve.steps, curve.values, curve.low, curve.high))
             early, late = _third_means(curve)
             row.append(f"{early:.3g} → {late:.3g} ({len(curve.steps)} steps)")
@@ -600,7 +610,8 @@ def _training_section(study: Study, out: Path, results: dict) -> Section:
     results["training_curves"] = data
     for index, (mixture, by_metric) in enumerate(panels.items()):
         drawn = [Panel(title, unit, curves) for key, title, unit in
-                 ((REWARD_KEY, "Reward (batch mean; line: mean over seeds, band: min–max over seeds)", "reward"),
+                 ((REWARD_KEY, "Answer + format reward (batch mean; line: mean over seeds, band: min–max over seeds)", "reward"),
+                  (FIDELITY_KEY, "Fidelity reward (batch mean; arms that train on it)", "fidelity"),
                   (LENGTH_KEY, "Response length (batch mean; line: mean over seeds, band: min–max over seeds)", "tokens"))
                  if (curves := by_metric.get(key))]
         file = f"study-training-curves-{index + 1}-{_slug(mixture)}.png"
@@ -608,10 +619,14 @@ def _training_section(study: Study, out: Path, results: dict) -> Section:
         section.blocks.append(Figure(file, f"Mixture {mixture}: reward and mean response length per logged step, one "
                                            "line per arm (mean over its seeds at the steps all seeds logged)."))
     if table:
-        section.blocks.append(Table(["mixture · arm", "seeds", "reward: first third → last third",
+        section.blocks.append(Table(["mixture · arm", "seeds", "answer + format reward: first third → last third",
+                                     "fidelity reward: first third → last third",
                                      "response length (tokens): first third → last third"], table,
                                     caption="Means over the first and last third of the logged steps (means over "
-                                            "seeds); an arm without a reward (supervised) says 'not logged'"))
+                                            "seeds); an arm without a reward (supervised) or without the fidelity "
+                                            "reward says 'not logged'. The answer + format reward is Paper A's, the "
+                                            "same for every RL arm; the fidelity arm's total adds its weighted fidelity "
+                                            "score, which is therefore shown apart"))
     else:
         section.blocks.append(Paragraph("No training metrics of finished runs yet."))
     return section
@@ -939,6 +954,23 @@ def _methods_section() -> Section:
 # ---------------------------------------------------------------------------- entry point
 
 
+def _reasoning_sections(study_dir: Path, out: Path, results: dict) -> list[Section]:
+    """`tomrl analyze interventions` / `probes` results kept in the study folder (e.g. STUDY_DIR/analysis/),
+    rendered as in `tomrl report`; the report folder itself is not searched."""
+    from tomrl.analysis.report import analysis_sections
+    from tomrl.analysis.runs import find_analysis_files
+
+    found = {name: [f for f in files if out.resolve() not in f.parents]
+             for name, files in find_analysis_files([study_dir]).items()}
+    found = {name: files for name, files in found.items() if files}
+    results["reasoning_analyses"] = {name: [str(f) for f in files] for name, files in found.items()}
+    notes: list[str] = []
+    sections = analysis_sections(found, out, notes)
+    if notes:
+        sections.append(Section("Reasoning analyses left out", [Paragraph(note) for note in notes]))
+    return sections
+
+
 def write_study_report(study_dir: Path, out_dir: Path | None = None) -> dict[str, Path]:
     """Read ``study_dir`` and write the report into ``out_dir`` (default ``study_dir/report``).
 
@@ -957,6 +989,7 @@ def write_study_report(study_dir: Path, out_dir: Path | None = None) -> dict[str
         _orders_section(study, out, results),
         _seed_section(study, results),
         _arms_section(study, results),
+        *_reasoning_sections(study_dir, out, results),
         _methods_section(),
     ]
     name = study.config.get("name") if isinstance(study.config.get("name"), str) else study_dir.name

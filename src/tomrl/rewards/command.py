@@ -3,6 +3,7 @@
     tomrl reward score --reward strict --input completions.jsonl --out scored.jsonl
     tomrl reward score --reward paper --prefill '' --input cot_completions.jsonl --out scored.jsonl
     tomrl reward score --reward fidelity --input traces.jsonl --out scored.jsonl --skip-bad   # rows need story, source
+    tomrl reward score --reward fidelity --option timing=final --option contradiction_penalty=2 --input traces.jsonl --out scored.jsonl
 
 Each input line holds ``completion`` (text, or a list of chat messages) and ``answer`` (the gold);
 other fields are kept and passed to the reward as columns (a ``prefill`` field overrides
@@ -11,7 +12,9 @@ other fields are kept and passed to the reward as columns (a ``prefill`` field o
 format rate and accuracy (95 % Wilson interval, n) are printed. Any string scores (a malformed
 completion is a format failure); only a line that is not a JSON object, or lacks a string
 ``completion`` / ``answer``, is an input error (exit 2, naming file, line and field), which
-``--skip-bad`` leaves out of the output and counts instead.
+``--skip-bad`` leaves out of the output and counts instead. ``--option KEY=VALUE`` sets an option of
+the reward (the keys of a training config's ``reward_options.NAME``, listed by ``--help``; values read
+as YAML), checked as the training config checks them.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from pathlib import Path
 
 
 def register(parser: argparse.ArgumentParser) -> None:
-    from tomrl.rewards.functions import REWARDS, rewards_help
+    from tomrl.rewards.functions import REWARDS, reward_options_help, rewards_help
 
     parser.add_argument("--reward", required=True, choices=list(REWARDS), help=f"reward to apply: {rewards_help()}")
     parser.add_argument("--input", required=True, type=Path, help="JSONL with 'completion' and 'answer' per line")
@@ -33,6 +36,12 @@ def register(parser: argparse.ArgumentParser) -> None:
         help="text the prompts ended with, before the completion (default '<think>', Paper A's; '' for none)",
     )
     parser.add_argument("--skip-bad", action="store_true", help="skip bad input lines (counted and listed) instead of stopping at the first")
+    parser.add_argument(
+        "--option", action="append", default=[], metavar="KEY=VALUE",
+        help="an option of the reward (repeatable; value read as YAML), as reward_options.NAME.KEY of a training config; listed below",
+    )
+    parser.epilog = "reward options (--option KEY=VALUE, or reward_options.NAME.KEY in a training config):\n" + "\n".join(
+        f"  {line}" for line in reward_options_help().splitlines())
 
 
 def _completion_ok(value) -> bool:
@@ -67,12 +76,26 @@ def _score_row(reward, row: dict, where: str):
         raise BadInputError(f"{where}: {error}") from None
 
 
+def reward_from_args(name: str, prefill: str, option_items: list[str]):
+    """The reward ``name`` with the ``--option KEY=VALUE`` items (a ConfigError names what is wrong)."""
+    from tomrl.config import ConfigError, parse_overrides
+    from tomrl.rewards.functions import make_reward
+
+    for item in option_items:
+        if "=" not in item:
+            raise ConfigError(f"--option {item!r}: expected KEY=VALUE")
+    options = parse_overrides(option_items)
+    try:
+        return make_reward(name, prefill=prefill, **options)
+    except TypeError as error:  # a reward that takes no options
+        raise ConfigError(f"--option: {error}") from None
+
+
 def run(args: argparse.Namespace) -> int:
     from tomrl.io import BadInputError, atomic_open, scan_jsonl
-    from tomrl.rewards.functions import make_reward
     from tomrl.stats import accuracy
 
-    reward = make_reward(args.reward, prefill=args.prefill)
+    reward = reward_from_args(args.reward, args.prefill, args.option)
     if args.input.resolve() == args.out.resolve():
         raise BadInputError(f"{args.out}: --out must differ from --input")
     scores: list[float] = []
@@ -110,7 +133,8 @@ def run(args: argparse.Namespace) -> int:
     if total == 0:
         print(f"{args.input}: no rows; wrote an empty {args.out}")
         return 0
-    print(f"reward {args.reward} (prefill {args.prefill!r}) on {args.input}: {total} rows -> {args.out}")
+    options = f", options {reward.options}" if hasattr(reward, "options") else ""
+    print(f"reward {args.reward} (prefill {args.prefill!r}{options}) on {args.input}: {total} rows -> {args.out}")
     if scores:
         print(f"  mean score   {sum(scores) / len(scores):.4f}  (n={len(scores)})")
         print(f"  format ok    {accuracy(format_flags).format()}")

@@ -23,6 +23,14 @@ Score (``FidelityReport.score``): ``(true − contradiction_penalty × false) / 
 nothing is checkable, None (not applicable) when the story's source has no parser or the story does
 not parse. What is checkable, skipped, true or false is listed in docs/rewards.md (Reasoning fidelity).
 
+When is a statement true? One marked "at first" / "initially" when it is the chain's first belief;
+otherwise, under ``timing`` "any", when the chain held it at some moment, under "final" when it
+holds it at the end. With ``consistency`` (on by default) a chain the reasoning puts in two places
+is judged at the end even under "any", so a trace stuffed with every belief each chain ever held
+scores below a faithful one (tests/rewards/test_fidelity_gaming.py). The options are
+:class:`FidelityOptions`, set in a training config as ``reward_options: {fidelity: {…}}`` or with
+``tomrl reward score --option KEY=VALUE``.
+
 The oracle is queried only through ``belief(chain, obj, at)`` and its event count, so any object
 with that method (the :class:`BeliefSource` protocol) plugs in.
 """
@@ -30,9 +38,10 @@ with that method (the :class:`BeliefSource` protocol) plugs in.
 from __future__ import annotations
 
 import functools
+import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Literal, Protocol, Sequence
+from typing import Any, Iterable, Literal, Protocol, Sequence, get_args
 
 from pydantic import NonNegativeFloat
 
@@ -67,6 +76,10 @@ _REPORTED_SPEECH = re.compile(
 # The writer's own voice ("I think the apple is in …") asserts reality; it adds no agent.
 _FIRST_PERSON = re.compile(r"\b(?:i|we)\s+(?:think|believe|know|can\s+see|see|conclude)\s+(?:that\s+)?$", re.IGNORECASE)
 _CLAUSE_BREAK = re.compile(r"[.;:!?\n]")
+# "At first the apple is in …", "… is in the red_box initially": a statement about the start of the story.
+_AT_FIRST_WORDS = r"(?:at\s+first|initially|originally|at\s+the\s+(?:beginning|start)|in\s+the\s+beginning)"
+_AT_FIRST_BEFORE = re.compile(rf"\b{_AT_FIRST_WORDS}\b", re.IGNORECASE)
+_AT_FIRST_AFTER = re.compile(rf"\s*,?\s*{_AT_FIRST_WORDS}\b", re.IGNORECASE)
 _UNRESOLVED_SUBJECT = re.compile(
     rf"(?:\b(?:might|may|could|can|would|should)\s+)?{_MENTAL_VERBS}\s+(?:that\s+)?$|"
     r"\b(?:might|may|could)\s+(?:think|believe|expect|assume)\s+(?:that\s+)?$",
@@ -90,10 +103,11 @@ class BeliefStatement:
     obj: str
     container: str
     text: str  # the words it was read from
+    at_first: bool = False  # "at first", "initially" …: about the chain's first belief, not the time `timing` asks
 
     def describe(self) -> str:
         who = " thinks ".join(self.chain)
-        return f"{who + ' thinks ' if who else ''}the {self.obj} is in the {self.container}"
+        return f"{who + ' thinks ' if who else ''}the {self.obj} is in the {self.container}" + (" at first" if self.at_first else "")
 
 
 @dataclass(frozen=True)
@@ -102,6 +116,7 @@ class CheckedStatement:
     verdict: Literal["true", "false", "unknown"]  # unknown: the chain never believed anything about it
     final_belief: str | None  # the oracle's belief for the chain at the end of the story
     held: tuple[str, ...]  # every container the chain believed at some moment
+    judged_at: Literal["any", "final", "first"] = "any"  # the moment the verdict is about
 
 
 @dataclass(frozen=True)
@@ -245,9 +260,11 @@ def parse_statements(reasoning: str, world: StoryWorld, limit: int = MAX_STATEME
     matches = [(m, "location") for m in patterns.location.finditer(reasoning)]
     matches += [(m, "search") for m in patterns.search.finditer(reasoning)]
     matches.sort(key=lambda item: item[0].start())
+    previous_end = 0
     for match, kind in matches:
         if len(found) >= limit:
             break
+        own_start, previous_end = previous_end, max(previous_end, match.end())
         obj = patterns.object_by_key.get(_key(match.group("obj")))
         container = patterns.container_by_key.get(_key(match.group("container")))
         if obj is None or container is None:
@@ -269,12 +286,14 @@ def parse_statements(reasoning: str, world: StoryWorld, limit: int = MAX_STATEME
             if own_voice is not None and not chain:
                 prefix = prefix[: own_voice.start()]
             break
-        key = (tuple(chain), obj, container)
+        # "At first" before the statement (not before an earlier statement of the clause) or right after it.
+        at_first = bool(_AT_FIRST_BEFORE.search(reasoning, max(clause_start, own_start), start) or _AT_FIRST_AFTER.match(reasoning, match.end()))
+        key = (tuple(chain), obj, container, at_first)
         if len(set(chain)) != len(chain) or _should_skip(prefix, reasoning[start : match.end()], _ends_in_question(reasoning, match.end())):
             skipped.add(key)
             continue
         words = reasoning[clause_start : match.end()].strip()[-200:]
-        found.setdefault(key, BeliefStatement(tuple(chain), obj, container, words))
+        found.setdefault(key, BeliefStatement(tuple(chain), obj, container, words, at_first))
     skipped -= set(found)
     return _Parsed(list(found.values()), len(skipped))
 
@@ -315,17 +334,40 @@ def reasoning_text(completion: str, prefill: str = DEFAULT_PREFILL) -> str:
     return text.replace("<think>", " ").replace("</answer>", " ")
 
 
-def check_statements(statements: Sequence[BeliefStatement], world: StoryWorld, timing: Timing = "any") -> list[CheckedStatement]:
+def check_statements(
+    statements: Sequence[BeliefStatement], world: StoryWorld, timing: Timing = "any", consistency: bool = False
+) -> list[CheckedStatement]:
+    """Judge each statement against the oracle.
+
+    ``timing`` says which moment an unqualified statement is about (any moment of the story, or its end);
+    a statement marked ``at_first`` is about the chain's first belief. With ``consistency``, a chain and
+    object that the statements put in two or more places (unqualified) are judged at the end of the story
+    whatever ``timing`` says: one belief cannot be in two places at once, so at most one of them is true.
+    (Off by default here, statement by statement, for callers that judge single statements; the reward and
+    :func:`check_reasoning` turn it on by default.)
+    """
+    places: dict[tuple, set[str]] = {}
+    for statement in statements:
+        if not statement.at_first:
+            places.setdefault((statement.chain, statement.obj), set()).add(statement.container)
     checked = []
     for statement in statements:
         held, final = world.held_beliefs(statement.chain, statement.obj)
+        if statement.at_first:
+            moment = "first"
+        elif timing == "final" or (consistency and len(places[(statement.chain, statement.obj)]) > 1):
+            moment = "final"
+        else:
+            moment = "any"
         if not held:
             verdict = "unknown"
-        elif timing == "final":
+        elif moment == "first":
+            verdict = "true" if held[0] == statement.container else "false"
+        elif moment == "final":
             verdict = "true" if final == statement.container else "false"
         else:
             verdict = "true" if statement.container in held else "false"
-        checked.append(CheckedStatement(statement, verdict, final, held))  # type: ignore[arg-type]
+        checked.append(CheckedStatement(statement, verdict, final, held, moment))  # type: ignore[arg-type]
     return checked
 
 
@@ -340,15 +382,16 @@ def score_statements(checked: Sequence[CheckedStatement], skipped: int = 0, cont
 
 
 def check_reasoning(
-    reasoning: str, story: str, style: str = "hitom", semantics: str = "joint", timing: Timing = "any", contradiction_penalty: float = 1.0
+    reasoning: str, story: str, style: str = "hitom", semantics: str = "joint", timing: Timing = "any", contradiction_penalty: float = 1.0,
+    consistency: bool = True,
 ) -> FidelityReport:
-    """Parse ``reasoning``'s belief statements and judge them against ``story``'s oracle."""
+    """Parse ``reasoning``'s belief statements and judge them against ``story``'s oracle (options: :class:`FidelityOptions`)."""
     try:
         world = world_from_story(story, style, semantics)
     except Exception as error:  # a reward must not stop training over one odd story
         return FidelityReport(None, 0, 0, 0, 0, 0, 0, note=f"story not parseable as {style}: {error}")
     parsed = parse_statements(reasoning, world)
-    return score_statements(check_statements(parsed.statements, world, timing), parsed.skipped, contradiction_penalty)
+    return score_statements(check_statements(parsed.statements, world, timing, consistency), parsed.skipped, contradiction_penalty)
 
 
 # ----------------------------------------------------------------------------- the reward
@@ -358,9 +401,19 @@ def check_reasoning(
 class FidelityOptions:
     """Options of the fidelity reward (``reward_options: {fidelity: {…}}`` in a training config)."""
 
-    timing: Timing = setting("any", help="any: a statement is true if its chain held that belief at some moment of the story; final: at the end")
+    timing: Timing = setting(
+        "any",
+        help="the moment an unqualified statement is about: any = true if its chain held that belief at some moment of the story; "
+        "final = at the end ('at first' / 'initially' statements are always judged against the chain's first belief)",
+    )
     contradiction_penalty: NonNegativeFloat = setting(1.0, help="weight of each false statement against the true ones (>= 0)")
     semantics: Semantics | None = setting(None, help="oracle rule of the labels; null = the row's meta.semantics, else joint")
+    consistency: bool = setting(
+        True,
+        help="a chain and object the trace puts in two or more places (not marked 'at first') are judged at the end of the story even "
+        "under timing any, so at most one is true: listing every place a chain ever believed cannot score as a faithful trace does; "
+        "false = each statement judged alone",
+    )
 
 
 class FidelityReward(Reward):
@@ -387,9 +440,10 @@ class FidelityReward(Reward):
         if style is None:
             report = FidelityReport(None, 0, 0, 0, 0, 0, 0, note=f"no story parser for source {source!r} (known: {', '.join(SOURCE_STYLES)})")
         else:
-            semantics = self.options.semantics or (meta.get("semantics") if isinstance(meta, dict) else None) or "joint"
+            semantics = self.options.semantics or _meta_semantics(meta) or "joint"
             reasoning = reasoning_text(completion_text(completion), prefill)
-            report = check_reasoning(reasoning, story, style, semantics, self.options.timing, self.options.contradiction_penalty)
+            report = check_reasoning(reasoning, story, style, semantics, self.options.timing, self.options.contradiction_penalty,
+                                     self.options.consistency)
         return RewardResult(
             reward=self.name,
             score=report.score,
@@ -402,3 +456,14 @@ class FidelityReward(Reward):
 
     def __repr__(self) -> str:
         return f"FidelityReward(prefill={self.prefill!r}, options={self.options!r})"
+
+
+def _meta_semantics(meta: Any) -> str | None:
+    """``meta.semantics`` of a row: a dict, or the JSON text tomrl train's dataset rows carry (tomrl.training.run.dataset_row)."""
+    if isinstance(meta, str):
+        try:
+            meta = json.loads(meta)
+        except ValueError:
+            return None
+    semantics = meta.get("semantics") if isinstance(meta, dict) else None
+    return semantics if semantics in get_args(Semantics) else None

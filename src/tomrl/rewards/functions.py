@@ -7,13 +7,15 @@
     strict.details(prompts, completions, answer=[...])                 # -> [RewardResult, ...]
     score_one("paper", "…</think><answer>toolbox</answer>", "box")    # -> RewardResult(score=3.0, …)
     make_reward("fidelity", timing="final")                            # options: checked against FidelityOptions
+    print(reward_options_help())                                       # every reward option with its type, default and help
 
 or from the shell: ``tomrl reward score --reward strict --input completions.jsonl --out scored.jsonl``.
 
 ``REWARDS`` maps each name to its factory, a line of help and its options dataclass: the choices,
 ``--help`` and checks of ``TrainConfig.rewards`` / ``reward_options`` and ``tomrl reward score``
-come from it. A new reward is a :class:`Reward` subclass (``name``, ``needs``, ``score``) and a
-line ``register_reward(name, RewardClass, help=…, options=…)`` (docs/rewards.md: the rewards).
+(``--option KEY=VALUE``) come from it; the options' help is written once, in their dataclass. A new
+reward is a :class:`Reward` subclass (``name``, ``needs``, ``score``) and a line
+``register_reward(name, RewardClass, help=…, options=…)`` (docs/rewards.md: the rewards).
 
 Every reward is TRL-callable, ``f(prompts, completions, answer=None, **columns)``, with the
 prompt's prefill given to ``make_reward`` or per row by a ``prefill`` column (:class:`Reward`).
@@ -21,16 +23,18 @@ prompt's prefill given to ``make_reward`` or per row by a ``prefill`` column (:c
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, fields
 from functools import partial
 from typing import Any, Callable
 
-from tomrl.config import config_from_dict
+from tomrl.config import ConfigError, config_from_dict, describe
 from tomrl.rewards.answer import DEFAULT_PREFILL, AnswerCheck, Scheme, check_answer
 from tomrl.rewards.base import Reward, RewardResult, completion_text
 from tomrl.rewards.fidelity import FidelityOptions, FidelityReward
 
-__all__ = ["REWARDS", "AnswerReward", "FidelityReward", "Reward", "RewardResult", "completion_text", "make_reward", "register_reward", "score_one"]
+__all__ = ["REWARDS", "AnswerReward", "FidelityReward", "Reward", "RewardResult", "completion_text", "make_reward", "register_reward",
+           "reward_options_help", "score_one"]
 
 
 # ----------------------------------------------------------------------------- scoring rules
@@ -106,14 +110,31 @@ def rewards_help() -> str:
     return "; ".join(f"{e.name} ({e.help}{options.get(e.name, '')})" for e in REWARDS.values())
 
 
+def reward_options_help(name: str | None = None) -> str:
+    """Every option of reward ``name`` (or of every reward that takes options), one per line:
+    ``NAME.OPTION [type] = default: help`` (``--help`` texts, ``tomrl reward score --help``, error messages)."""
+    lines = []
+    for entry in REWARDS.values():
+        if entry.options is not None and name in (None, entry.name):
+            lines += [f"{entry.name}.{key} [{type_name}] = {default}: {help_text}" for key, type_name, default, help_text in describe(entry.options)]
+    return "\n".join(lines)
+
+
 def make_reward(name: str, prefill: str = DEFAULT_PREFILL, **options: Any) -> Reward:
     """A fresh reward ``name`` for prompts that end with ``prefill`` (``""`` for none); ``options`` become its
-    options dataclass (an unknown key, a wrong type or an impossible value is an error)."""
+    options dataclass (an unknown key, a wrong type or an impossible value is a ConfigError naming the reward,
+    the option and what it accepts)."""
     entry = REWARDS[registered_reward(name)]
     if entry.options is None:
         if options:
             raise TypeError(f"reward {name!r} takes no options, got {', '.join(options)}")
         return entry.make(prefill=prefill)
+    known = [f.name for f in fields(entry.options)]
+    for key in options:
+        if key not in known:
+            close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(f"options of reward {name!r}: unknown key {key!r}{hint}; its options:\n{reward_options_help(name)}")
     return entry.make(prefill=prefill, options=config_from_dict(entry.options, options, f"options of reward {name!r}"))
 
 

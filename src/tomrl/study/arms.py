@@ -1,4 +1,4 @@
-"""The arms of a study: five ways to spend the same budget of optimizer updates on the same stories.
+"""The arms of a study: six ways to spend the same budget of optimizer updates on the same stories.
 
     from tomrl.study.arms import arm_train_config, run_arm
     cfg = arm_train_config("sft", study, base, mixture, seed=0, model="tiny-qwen2", run_dir=...)
@@ -13,6 +13,9 @@ the same frozen training data:
 - ``grpo``, ``reinforce_pp``: RL with tomrl train (:func:`tomrl.training.run.train`), ``max_steps = updates``;
 - ``answer_only``: the same RL, but the assistant turn is prefilled with an empty think block and an
   open answer tag (``answer_only.prefill``), so the policy is rewarded for the answer alone;
+- ``fidelity``: the same RL (``fidelity.algorithm``), rewarded by the training config's rewards plus the
+  reasoning-fidelity reward (:mod:`tomrl.rewards.fidelity`) with weight ``fidelity.weight`` and options
+  ``fidelity.options``: the answer reward stays, so the arm asks what judging the reasoning adds;
 - ``sft``: supervised fine-tuning on the oracle-written reasoning traces of those stories
   (:func:`tomrl.training.sft_warmstart.trace_rows`), ``updates`` updates of ``prompts_per_step`` traces;
 - ``rft``: rejection-sampling fine-tuning: ``samples_per_prompt`` completions per story from the
@@ -29,7 +32,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -39,7 +42,7 @@ from tomrl.schema import Example
 from tomrl.study.config import MixtureSpec, StudyConfig
 from tomrl.training.config import TrainConfig
 
-RL_ARMS = ("grpo", "reinforce_pp", "answer_only")
+RL_ARMS = ("grpo", "reinforce_pp", "answer_only", "fidelity")
 SUPERVISED_ARMS = ("sft", "rft")
 ARM_FILE = "study_arm.json"
 SNAPSHOTS = "snapshots"  # RUN_DIR/snapshots/step-N: the model every eval.checkpoint_every updates
@@ -52,7 +55,7 @@ def arm_train_config(
     data and run folder, the matched budget, then the arm's own keys and ``arm_overrides``."""
     overrides = [*study.train_overrides, f"model={model}", f"seed={seed}", f"run_dir={run_dir}", f"max_steps={study.updates_of(mixture.name)}"]
     if arm in RL_ARMS:
-        algorithm = study.answer_only.algorithm if arm == "answer_only" else arm
+        algorithm = {"answer_only": study.answer_only.algorithm, "fidelity": study.fidelity.algorithm}.get(arm, arm)
         # The algorithm's own place for the KL (a base config written for REINFORCE++ says kl_in_reward: true).
         overrides += [f"algorithm={algorithm}", "kl_in_reward=null"]
     overrides += study.arm_overrides.get(arm, [])
@@ -60,7 +63,22 @@ def arm_train_config(
     cfg = replace(cfg, data=mixture.data_config)
     if arm == "answer_only":
         cfg = replace(cfg, prompt=replace(cfg.prompt, prefill=study.answer_only.prefill))
+    if arm == "fidelity":
+        cfg = with_fidelity_reward(cfg, study)
     return cfg
+
+
+def with_fidelity_reward(cfg: TrainConfig, study: StudyConfig) -> TrainConfig:
+    """``cfg`` with the fidelity reward appended to its rewards: weight ``study.fidelity.weight`` beside the
+    others' (their reward_weights, or 1 each), options ``study.fidelity.options``."""
+    from tomrl.config import ConfigError
+
+    if "fidelity" in cfg.rewards:
+        raise ConfigError(f"the fidelity arm adds the fidelity reward, but the training config already has rewards {cfg.rewards}; "
+                          "leave it out of the base config and arm_overrides (set study.fidelity.weight and .options instead)")
+    weights = list(cfg.reward_weights) if cfg.reward_weights is not None else [1.0] * len(cfg.rewards)
+    return replace(cfg, rewards=[*cfg.rewards, "fidelity"], reward_weights=[*weights, study.fidelity.weight],
+                   reward_options={**cfg.reward_options, "fidelity": asdict(study.fidelity.options)})
 
 
 @dataclass(frozen=True)
@@ -113,7 +131,8 @@ def run_arm(arm: str, cfg: TrainConfig, study: StudyConfig, say: Callable[[str],
         # A started run continues from its last checkpoint (or, killed before one, starts again in place).
         summary = train(cfg, resume=(run_dir / CONFIG_FILE).exists(), console=console, callbacks=callbacks).to_dict()
         atomic_write_json(run_dir / ARM_FILE, {"arm": arm, "updates": summary["steps"], "stories_per_update": budget.stories_per_update,
-                                               "algorithm": cfg.algorithm, "prefill": cfg.prompt.resolved_prefill})
+                                               "algorithm": cfg.algorithm, "prefill": cfg.prompt.resolved_prefill, "rewards": list(cfg.rewards),
+                                               "reward_weights": cfg.reward_weights, "reward_options": cfg.reward_options})
         return summary
     if arm in SUPERVISED_ARMS:
         return _run_supervised(arm, cfg, study, budget, say, callbacks)
@@ -222,4 +241,4 @@ def rejection_samples(cfg: TrainConfig, study: StudyConfig, model: str, stories:
     return kept, source
 
 
-__all__ = ["arm_train_config", "run_arm", "budget_of", "budget_stories", "keep_correct", "rejection_samples", "Budget", "RL_ARMS", "SUPERVISED_ARMS"]
+__all__ = ["arm_train_config", "with_fidelity_reward", "run_arm", "budget_of", "budget_stories", "keep_correct", "rejection_samples", "Budget", "RL_ARMS", "SUPERVISED_ARMS"]

@@ -21,9 +21,10 @@ from typing import Literal
 
 from tomrl.config import setting
 from tomrl.evaluation.benchmarks import check_names
+from tomrl.rewards.fidelity import FidelityOptions
 from tomrl.training.config import DataConfig
 
-ArmName = Literal["grpo", "reinforce_pp", "sft", "rft", "answer_only"]
+ArmName = Literal["grpo", "reinforce_pp", "sft", "rft", "answer_only", "fidelity"]
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]*(_[A-Za-z0-9.-]+)*$")  # "__" separates the parts of a cell id
 
 
@@ -124,6 +125,23 @@ class AnswerOnlySettings:
 
 
 @dataclass(frozen=True)
+class FidelityArmSettings:
+    algorithm: Literal["grpo", "reinforce_pp"] = setting("grpo", help="RL algorithm of the fidelity arm")
+    weight: float = setting(
+        0.5,
+        help="weight of the fidelity reward (-1 ... 1) added to the training config's rewards (their own weights: reward_weights, "
+        "or 1 each; Paper A's answer reward spans -3 ... 3)",
+    )
+    options: FidelityOptions = setting(
+        default_factory=FidelityOptions, help="options of the fidelity reward (its reward_options in the arm's training config)"
+    )
+
+    def __post_init__(self) -> None:
+        if self.weight <= 0:
+            raise ValueError(f"fidelity.weight must be > 0 (the arm is RL with the fidelity reward added), got {self.weight}")
+
+
+@dataclass(frozen=True)
 class StudyEvalSettings:
     limit: int | None = setting(None, help="questions per task (spread over orders, seeded; the same questions for every model); null = all")
     max_new_tokens: int = setting(512, help="token budget of each evaluation answer")
@@ -156,7 +174,8 @@ class StudyConfig:
     mixtures: list[MixtureSpec] = setting(help="training data mixtures (a grid axis)")
     arms: list[ArmName] = setting(
         help="training arms at matched budget (a grid axis): grpo, reinforce_pp (RL), sft (supervised on oracle traces), "
-        "rft (rejection-sampling fine-tuning on the model's own correct completions), answer_only (RL, answer without reasoning)"
+        "rft (rejection-sampling fine-tuning on the model's own correct completions), answer_only (RL, answer without reasoning), "
+        "fidelity (RL with the reasoning-fidelity reward added to the answer reward: fidelity.weight, fidelity.options)"
     )
     seeds: list[int] = setting(default_factory=lambda: [0], help="training seeds (a grid axis)")
     updates: int = setting(
@@ -169,9 +188,15 @@ class StudyConfig:
     sft: SupervisedArmSettings = setting(default_factory=SupervisedArmSettings, help="the sft and rft arms' supervised updates")
     rft: RejectionSamplingSettings = setting(default_factory=RejectionSamplingSettings, help="the rft arm's sampling and filtering")
     answer_only: AnswerOnlySettings = setting(default_factory=AnswerOnlySettings, help="the answer_only arm")
+    fidelity: FidelityArmSettings = setting(default_factory=FidelityArmSettings, help="the fidelity arm")
     tasks: list[TaskSpec] = setting(help="evaluation tasks of every finished run and of each base model")
     eval: StudyEvalSettings = setting(default_factory=StudyEvalSettings, help="how the tasks are evaluated")
     report: bool = setting(True, help="write STUDY_DIR/report/ (tomrl.analysis.study_report) when the grid is finished")
+    keep_checkpoints: bool = setting(
+        False,
+        help="keep each finished run's resume checkpoints (RUN_DIR/checkpoints: weights and optimizer state, about 3x the "
+        "model each); off: deleted once final/ is written, since a finished run is never resumed (final/ and the snapshots stay)",
+    )
     threads: int | None = setting(
         None,
         help="CPU threads of training and evaluation (torch.set_num_threads); null = torch's default (one per core). On a machine "
@@ -212,4 +237,4 @@ def model_slug(model: str) -> str:
     return re.sub(r"[^A-Za-z0-9.-]+", "-", last).strip("-")
 
 
-__all__ = ["StudyConfig", "MixtureSpec", "TaskSpec", "StudyEvalSettings", "model_slug", "ArmName"]
+__all__ = ["StudyConfig", "MixtureSpec", "TaskSpec", "StudyEvalSettings", "FidelityArmSettings", "model_slug", "ArmName"]

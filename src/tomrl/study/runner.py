@@ -26,6 +26,7 @@ with its error, the study goes on, and the next start tries it again.
 from __future__ import annotations
 
 import json
+import shutil
 import time
 import traceback
 import zlib
@@ -36,6 +37,7 @@ from typing import Any, Callable
 from tomrl.config import ConfigError, config_to_dict, load_config, read_yaml, save_config
 from tomrl.io import atomic_write_text
 from tomrl.study.arms import SNAPSHOTS, arm_train_config, run_arm
+from tomrl.training.checkpoints import CHECKPOINTS
 from tomrl.study.config import StudyConfig, model_slug
 from tomrl.study.grid import Cell, Grid, expand
 
@@ -44,7 +46,7 @@ STUDY_FILE = "study.yaml"
 TRAIN_BASE_FILE = "train_base.yaml"
 # Keys a started study may change: they add cells or tasks (a named mixture or task stays as it was), or change
 # nothing a finished cell did.
-CHANGEABLE_KEYS = ("mixtures", "arms", "seeds", "models", "tasks", "report", "description", "threads")
+CHANGEABLE_KEYS = ("mixtures", "arms", "seeds", "models", "tasks", "report", "description", "threads", "keep_checkpoints")
 
 
 def find_config(path: str | Path) -> Path:
@@ -99,6 +101,10 @@ def check_and_record(cfg: StudyConfig, base, study_dir: Path) -> None:
     now, now_base = json.loads(json.dumps(config_to_dict(cfg))), json.loads(json.dumps(config_to_dict(base)))
     if study_file.exists():
         before = read_yaml(study_file)
+        for key in set(now) - set(before):  # a key tomrl gained after the study started: the study ran with its default
+            default = study_defaults().get(key)
+            if default is not None:
+                before[key] = default
         changed = sorted(k for k in set(before) | set(now) if k not in CHANGEABLE_KEYS and before.get(k) != now.get(k))
         for kind in ("mixtures", "tasks"):
             earlier = {item["name"]: item for item in before.get(kind, [])}
@@ -113,6 +119,18 @@ def check_and_record(cfg: StudyConfig, base, study_dir: Path) -> None:
             )
     save_config(cfg, study_file)
     save_config(base, base_file)
+
+
+def study_defaults() -> dict:
+    """The defaults of the StudyConfig fields that have one, as study.yaml writes them."""
+    import dataclasses
+
+    defaults = {}
+    for f in dataclasses.fields(StudyConfig):
+        value = f.default if f.default is not dataclasses.MISSING else f.default_factory() if f.default_factory is not dataclasses.MISSING else None
+        if value is not None:
+            defaults[f.name] = json.loads(json.dumps(config_to_dict(value) if dataclasses.is_dataclass(value) else value))
+    return defaults
 
 
 def task_benchmarks(cfg: StudyConfig, study_dir: Path) -> list[dict]:
@@ -273,6 +291,9 @@ class Study:
                 several_models = len({c.model for c in self.cells}) > 1
                 cfg = shared_start(cfg, start_folder(self.dir, cell, several_models), self.say)
                 run_arm(cell.arm, cfg, self.cfg, say=self.say, console=self.console)
+            if not self.cfg.keep_checkpoints and run_finished(run_dir):
+                # A mini study on the embedded model otherwise keeps ~1.6 GB of optimizer state per cell.
+                shutil.rmtree(run_dir / CHECKPOINTS, ignore_errors=True)
             self.grid.set(cell.id, "evaluating")
             for name, model_dir in checkpoints_to_evaluate(self.cfg, cell, run_dir):
                 self._evaluate(str(model_dir), cfg.prompt, self.dir / "evals" / cell.id / name, f"{cell.id} {name}")

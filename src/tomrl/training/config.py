@@ -20,9 +20,9 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator
 
-from tomrl.config import setting
+from tomrl.config import ConfigError, setting
 from tomrl.prompts import PromptConfig
-from tomrl.rewards.functions import make_reward, registered_reward, rewards_help
+from tomrl.rewards.functions import make_reward, registered_reward, reward_options_help, rewards_help
 from tomrl.training.algorithms import ALGORITHMS, algorithms_help, registered_algorithm
 
 LossType = Literal["grpo", "dr_grpo", "dapo", "bnpo"]
@@ -171,8 +171,15 @@ class TrainConfig:
         default_factory=lambda: ["paper"],
         help=f"rewards of tomrl.rewards.functions (register_reward adds one), summed with reward_weights: {rewards_help()}",
     )
-    reward_options: dict[str, dict[str, Any]] = setting(default_factory=dict, help="options of rewards that take them, e.g. {fidelity: {timing: final}}")
-    reward_weights: list[float] | None = setting(None, help="one weight per reward function; null = all 1")
+    reward_options: dict[str, dict[str, Any]] = setting(
+        default_factory=dict,
+        help="options of rewards that take them, e.g. {fidelity: {timing: final}} or reward_options.fidelity.timing=final; checked at "
+        "load against the reward's options (a reward that is not in rewards, an unknown option or a bad value is an error): "
+        + "; ".join(reward_options_help().splitlines()),
+    )
+    reward_weights: list[float] | None = setting(
+        None, help="one weight per reward of rewards, in that order (the rollout's reward is the weighted sum); null = all 1"
+    )
     prompts_per_step: int = setting(8, help="prompts per optimizer step (Paper A: 8)")
     rollouts_per_prompt: int = setting(16, help="completions sampled per prompt (Paper A: 16, Paper B: 8)")
     micro_batch_size: int = setting(16, help="completions per forward/backward pass per process; gradients are accumulated")
@@ -302,7 +309,10 @@ class TrainConfig:
         for name, options in self.reward_options.items():
             if name not in self.rewards:
                 raise ValueError(f"reward_options.{name}: {name!r} is not one of rewards {self.rewards}")
-            make_reward(name, **options)  # an unknown, mistyped or impossible option fails here, before any data is prepared
+            try:
+                make_reward(name, **options)  # an unknown, mistyped or impossible option fails here, before any data is prepared
+            except (TypeError, ConfigError) as error:  # TypeError: a reward that takes no options
+                raise ValueError(f"reward_options.{name}: {error}") from None
         if self.rollout_engine == "slots" and (self.use_vllm or self.lora.enabled):
             raise ValueError("rollout_engine=slots cannot sample for use_vllm or a LoRA policy; set it to auto or transformers")
         if self.use_vllm and self.stop_at_answer:
