@@ -147,6 +147,8 @@ def test_study_folder_follows_the_contract(study):
         assert [row["step"] for row in metrics] == [1, 2]  # matched budget: 2 optimizer updates in every arm
         arm = json.loads((run / "study_arm.json").read_text())
         assert arm["arm"] == cell["arm"] and arm["updates"] == cfg.updates and arm["stories_per_update"] == 2
+        # The step-1 snapshot was evaluated (below), then its weights deleted (keep_snapshots: false); final/ stays.
+        assert not (run / "snapshots").exists() and not (run / "checkpoints").exists()
         for checkpoint in ("step-1", "final"):
             evals = out / "evals" / cell["id"] / checkpoint
             results = json.loads((evals / "results.json").read_text())

@@ -197,6 +197,11 @@ class StudyConfig:
         help="keep each finished run's resume checkpoints (RUN_DIR/checkpoints: weights and optimizer state, about 3x the "
         "model each); off: deleted once final/ is written, since a finished run is never resumed (final/ and the snapshots stay)",
     )
+    keep_snapshots: bool = setting(
+        False,
+        help="keep the step-N model snapshots (RUN_DIR/snapshots) after they are evaluated; off: deleted then (final/ stays), "
+        "so a task added to a finished study later is answered by final/ only",
+    )
     threads: int | None = setting(
         None,
         help="CPU threads of training and evaluation (torch.set_num_threads); null = torch's default (one per core). On a machine "

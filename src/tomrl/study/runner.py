@@ -46,7 +46,7 @@ STUDY_FILE = "study.yaml"
 TRAIN_BASE_FILE = "train_base.yaml"
 # Keys a started study may change: they add cells or tasks (a named mixture or task stays as it was), or change
 # nothing a finished cell did.
-CHANGEABLE_KEYS = ("mixtures", "arms", "seeds", "models", "tasks", "report", "description", "threads", "keep_checkpoints")
+CHANGEABLE_KEYS = ("mixtures", "arms", "seeds", "models", "tasks", "report", "description", "threads", "keep_checkpoints", "keep_snapshots")
 
 
 def find_config(path: str | Path) -> Path:
@@ -297,6 +297,8 @@ class Study:
             self.grid.set(cell.id, "evaluating")
             for name, model_dir in checkpoints_to_evaluate(self.cfg, cell, run_dir):
                 self._evaluate(str(model_dir), cfg.prompt, self.dir / "evals" / cell.id / name, f"{cell.id} {name}")
+            if not self.cfg.keep_snapshots:  # evaluated: their answers are kept, the weights (a model each) are not needed
+                shutil.rmtree(run_dir / SNAPSHOTS, ignore_errors=True)
             self.grid.set(cell.id, "done")
         except KeyboardInterrupt:
             self.grid.set(cell.id, "pending")
