@@ -264,3 +264,26 @@ def test_held_out_tasks_are_also_compared_pooled(tmp_path):
         assert comparisons[task].result.p_value == pytest.approx(2 / 16)
         assert comparisons[task].holm_p == pytest.approx(2 * 2 / 16)
         assert comparisons[task].verdict == "inconclusive (n=10 pairs)"
+
+
+def test_pair_accuracy_is_pooled_over_seeds_beside_the_base_model(study, report, tmp_path):
+    """A pairs task's pair accuracy (both members right) comes from each final evaluation's results.json, pooled
+    over seeds; the failed cell and step-N checkpoints stay out; a study without pairs has no such section."""
+    assert "Counterfactual pairs" not in report[1].joinpath("report.md").read_text()
+    copy = tmp_path / "study"
+    shutil.copytree(study, copy, ignore=shutil.ignore_patterns("report"))
+    planted = {"base__": (0, 6), "__s0__": (2, 6), "__s1__": (3, 6), "__s2__": (6, 6)}  # s2: the failed cell
+    for results in copy.glob("evals/**/results.json"):
+        place = str(results.relative_to(copy))
+        k, n = (6, 6) if "step-10" in place else next(v for key, v in planted.items() if key in place)
+        data = json.loads(results.read_text())
+        data["benchmarks"]["file-hitom_heldout"]["pairs"] = {"kind": "counterfactual", "n_pairs": n,
+                                                             "strict": {"pair_accuracy": {"k": k, "n": n}}}
+        results.write_text(json.dumps(data))
+    written = write_study_report(copy)
+    pairs = json.loads(written["json"].read_text())["pair_accuracy"]
+    assert pairs[f"base · {MODEL}"] == {"hitom-heldout": {"k": 0, "n": 6}}
+    for arm in ("grpo", "sft"):
+        assert pairs[f"{MIXTURE} · {arm}"] == {"hitom-heldout": {"k": 5, "n": 12}}  # seeds 0 and 1: 2 + 3 of 6 + 6
+    markdown = written["markdown"].read_text()
+    assert "## Counterfactual pairs: both members right" in markdown and "41.7 % [" in markdown

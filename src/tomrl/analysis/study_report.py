@@ -116,6 +116,7 @@ class Study:
     base_folders: dict[str | None, Path]
     notes: list[str] = field(default_factory=list)
     loaders: dict[str, object] = field(default_factory=dict)  # task name → tomrl.evaluation Benchmark, to reload its questions
+    aliases: dict[str, str] = field(default_factory=dict)  # a benchmark name in results.json / samples.jsonl → its task
 
     @property
     def models(self) -> list[str | None]:
@@ -271,7 +272,7 @@ def read_study(folder: str | Path) -> Study:
     config_path = folder / CONFIG_FILE
     config = yaml_safe_load(config_path.read_text(encoding="utf-8")) if config_path.exists() else {}
     tasks, names, loaders = expand_tasks(folder, tasks)
-    study = Study(folder, config if isinstance(config, dict) else {}, tasks, cells, {}, {}, {}, {}, loaders=loaders)
+    study = Study(folder, config if isinstance(config, dict) else {}, tasks, cells, {}, {}, {}, {}, loaders=loaders, aliases=names)
     for cell in study.done:
         run_dir = folder / RUNS_FOLDER / cell.id
         if (run_dir / "metrics.jsonl").exists():
@@ -865,6 +866,45 @@ def arm_comparisons(study: Study) -> list[ArmComparison]:
             for c, p in zip(comparisons, adjusted)]
 
 
+def _pair_counts(results_file: Path, aliases: dict[str, str]) -> dict[str, tuple[int, int]]:
+    """Task → (pairs with both members right, pairs) of every counterfactual-pair benchmark in one results.json."""
+    if not results_file.exists():
+        return {}
+    counts = {}
+    for name, entry in (_read_json(results_file).get("benchmarks") or {}).items():
+        pair = ((entry.get("pairs") or {}).get("strict") or {}).get("pair_accuracy") if isinstance(entry, dict) else None
+        if isinstance(pair, dict) and isinstance(pair.get("n"), int) and isinstance(pair.get("k"), int):
+            counts[aliases.get(name, name)] = (pair["k"], pair["n"])
+    return counts
+
+
+def _pairs_section(study: Study, results: dict) -> Section | None:
+    """Pair accuracy (both members of a counterfactual pair right) of the base and final models, pooled over
+    seeds: the matrix counts the pairs' questions one by one, which a model answering one fixed container
+    for both members of a pair half passes."""
+    rows: dict[str, dict[str, list[int]]] = {}
+    for model, folder in study.base_folders.items():
+        label = "base" + (f" · {model}" if model else "")
+        for task, (k, n) in _pair_counts(folder / "results.json", study.aliases).items():
+            rows.setdefault(label, {})[task] = [k, n]
+    for group, cells in _groups(study).items():
+        label = study.group_label(group)
+        for cell in cells:
+            for task, (k, n) in _pair_counts(study.folder / EVALS_FOLDER / cell.id / FINAL / "results.json", study.aliases).items():
+                total = rows.setdefault(label, {}).setdefault(task, [0, 0])
+                total[0], total[1] = total[0] + k, total[1] + n
+    tasks = list(dict.fromkeys(task for by_task in rows.values() for task in by_task))
+    if not tasks:
+        return None
+    results["pair_accuracy"] = {label: {task: {"k": k, "n": n} for task, (k, n) in by_task.items()} for label, by_task in rows.items()}
+    table = [[label, *[from_counts(*by_task[task]).format() if task in by_task else "–" for task in tasks]]
+             for label, by_task in rows.items()]
+    return Section("Counterfactual pairs: both members right", [Table(
+        ["model", *[_column_label(study, task) for task in tasks]], table,
+        caption="Pair accuracy % [95 % Wilson interval] (n = pairs: seeds × pairs, pooled); a pair is two stories one "
+                "event apart whose gold answers differ, so a model that ignores the event gets at most one of them")])
+
+
 def _arms_section(study: Study, results: dict) -> Section:
     comparisons = arm_comparisons(study)
     results["arm_comparisons"] = [c.to_dict() for c in comparisons]
@@ -988,10 +1028,12 @@ def write_study_report(study_dir: Path, out_dir: Path | None = None) -> dict[str
         _training_section(study, out, results),
         _orders_section(study, out, results),
         _seed_section(study, results),
+        _pairs_section(study, results),
         _arms_section(study, results),
         *_reasoning_sections(study_dir, out, results),
         _methods_section(),
     ]
+    sections = [section for section in sections if section is not None]  # a study without pair tasks has no pairs section
     name = study.config.get("name") if isinstance(study.config.get("name"), str) else study_dir.name
     document = Document(f"tomrl study report: {name}", sections)
     markdown, html_path = write_document(document, out)
