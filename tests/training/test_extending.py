@@ -72,7 +72,7 @@ def extensions():
 def test_a_registered_reward_is_scored_checked_and_listed(extensions, tmp_path, capsys):
     assert score_one("vowels", "a cat").score == pytest.approx(0.4)
     assert make_reward("vowels", letters="aeiouy").score("my cat").score == pytest.approx(2 / 6)
-    with pytest.raises(ConfigError, match=r"unknown key 'leters' for VowelOptions \(did you mean 'letters'\?\)"):
+    with pytest.raises(ConfigError, match=r"options of reward 'vowels': unknown key 'leters' \(did you mean 'letters'\?\)"):
         make_reward("vowels", leters="y")
     with pytest.raises(ConfigError, match="key 'rewards.0': .*unknown reward 'vowel'; known: .*vowels"):
         load_config(TrainConfig, "configs/train/smoke_cpu.yaml", ["rewards=[vowel]"])
