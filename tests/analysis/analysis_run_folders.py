@@ -28,6 +28,14 @@ from tomrl.generators.config import GenerateConfig
 from tomrl.rewards.answer import check_answer
 from tomrl.rewards.fidelity import world_from_story
 from tomrl.schema import Example, write_examples
+
+# A three-agent Hi-ToM-style story for trace-level tests: Anna leaves before Ben moves the apple.
+KITCHEN_STORY = """1 Anna, Ben and Carl entered the kitchen.
+2 The apple is in the red_box.
+3 Anna exited the kitchen.
+4 Ben moved the apple to the green_drawer.
+5 Ben exited the kitchen.
+6 Carl exited the kitchen."""
 from tomrl.training.config import TrainConfig
 from tomrl.training.validation import score_completions
 

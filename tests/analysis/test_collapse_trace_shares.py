@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from analysis_run_folders import KITCHEN_STORY
 
 from tomrl.analysis.runs import Trace, load_runs
 from tomrl.analysis.trace_shares import asked_agents, mentions_every_agent, reflection_phrases, reflects, shares_by_step
 
-STORY = """1 Anna, Ben and Carl entered the kitchen.
-2 The apple is in the red_box.
-3 Anna exited the kitchen.
-4 Ben moved the apple to the green_drawer.
-5 Ben exited the kitchen.
-6 Carl exited the kitchen."""
+STORY = KITCHEN_STORY
 
 
 @pytest.mark.parametrize("text", [

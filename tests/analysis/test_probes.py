@@ -259,7 +259,8 @@ def test_report_sections_render(probed, tmp_path):
 
 
 def test_demo_plan_takes_the_demos_models_sets_and_output_folder(tmp_path):
-    from tomrl.analysis.probes import demo_plan, parse_model_argument
+    from tomrl.analysis.analyzed_models import parse_model as parse_model_argument
+    from tomrl.analysis.probes import demo_plan
     from tomrl.config import ConfigError
     from tomrl.models import DEFAULT_MODEL
 

@@ -4,18 +4,14 @@ the questions drawn from real evaluation folders."""
 from __future__ import annotations
 
 import pytest
+from analysis_run_folders import KITCHEN_STORY
 
 from tomrl.analysis.document import Document, Section, TraceColumn, TraceView, render_html, render_markdown
 from tomrl.analysis.runs import read_evaluation
 from tomrl.analysis.trace_viewer import judge_trace, oracle_lines, trace_views
 from tomrl.rewards.fidelity import world_from_story
 
-STORY = """1 Anna, Ben and Carl entered the kitchen.
-2 The apple is in the red_box.
-3 Anna exited the kitchen.
-4 Ben moved the apple to the green_drawer.
-5 Ben exited the kitchen.
-6 Carl exited the kitchen."""
+STORY = KITCHEN_STORY
 FIRST_FALSE = "Anna thinks the apple is in the green_drawer"
 
 

@@ -183,20 +183,10 @@ def report_sections(files: list[Path], out_dir: Path) -> list:
 # ----------------------------------------------------------------------------- the plan
 
 
-def parse_model(text: str) -> ModelSpec:
-    label, sep, path = text.partition("=")
-    if not sep:
-        path = text
-        label = Path(text.rstrip("/")).name or text
-    if not label.strip() or not path.strip():
-        raise ConfigError(f"--model {text!r}: expected LABEL=PATH or PATH")
-    return ModelSpec(label.strip(), path.strip())
-
-
 def demo_models(run_dir: Path) -> list[ModelSpec]:
     """The models of a demo folder: base (its training config's model), warm start, RL (final/)."""
+    from tomrl.analysis.analyzed_models import demo_models as demo_folder_models
     from tomrl.config import read_yaml
-    from tomrl.training.sft_warmstart import WARM_START
 
     config = run_dir / "train" / "config.yaml"
     if not config.is_file():
@@ -204,13 +194,9 @@ def demo_models(run_dir: Path) -> list[ModelSpec]:
     base = read_yaml(config).get("model")
     if not isinstance(base, str) or not base:
         raise BadInputError(f"{config}: field 'model': expected the base model's name or path")
-    models = [ModelSpec("base", base)]
-    if (run_dir / "train" / WARM_START / "model").is_dir():
-        models.append(ModelSpec("warm start", str(run_dir / "train" / WARM_START / "model")))
     if not (run_dir / "train" / "final").is_dir():
         raise ConfigError(f"{run_dir}: the demo has no trained model yet (train/final is missing)")
-    models.append(ModelSpec("RL", str(run_dir / "train" / "final")))
-    return models
+    return [ModelSpec(label, path) for label, path in demo_folder_models(run_dir, base)]
 
 
 def load_questions(path: Path) -> tuple[list, dict[str, int]]:
@@ -238,7 +224,9 @@ def make_plan(cfg: InterventionsConfig) -> Plan:
     from tomrl.analysis.interventions_edits import pick_donors
     from tomrl.evaluation.benchmarks import select
 
-    models = [parse_model(m) for m in cfg.models]
+    from tomrl.analysis.analyzed_models import parse_model
+
+    models = [ModelSpec(*parse_model(m)) for m in cfg.models]
     if cfg.demo:
         run_dir = Path(cfg.demo)
         models = demo_models(run_dir) + models
@@ -364,7 +352,9 @@ def _run_model(cfg, plan: Plan, model: ModelSpec, traces: dict, samples: dict, e
     engine = engine_for(model)
     if getattr(engine, "prompt_kind", "text") != "text":
         raise ConfigError(f"engine {getattr(engine, 'name', cfg.engine)!r} takes chat messages: trace interventions need a text engine (the edited <think> is sent as text)")
-    prompts = {e.id: _prompt(e, engine.tokenizer) for e in plan.examples}
+    from tomrl.prompts import PromptConfig, render_prompt
+
+    prompts = {e.id: render_prompt(e, engine.tokenizer, PromptConfig("paper_a", PREFILL)) for e in plan.examples}
     started = time.perf_counter()
     if todo_traces:
         with JsonlAppender(plan.out / "traces.jsonl") as appender:
@@ -372,12 +362,6 @@ def _run_model(cfg, plan: Plan, model: ModelSpec, traces: dict, samples: dict, e
     with JsonlAppender(plan.out / "samples.jsonl") as appender:
         _generate_answers(cfg, plan, model, engine, prompts, traces, samples, appender, console)
     _log(console, f"{model.label}: done in {time.perf_counter() - started:.0f} s")
-
-
-def _prompt(example, tokenizer) -> str:
-    from tomrl.prompts import build_messages, render_messages
-
-    return render_messages(build_messages(example, "paper_a"), tokenizer) + PREFILL
 
 
 def _progress(console, description: str, total: int):

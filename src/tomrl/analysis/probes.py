@@ -30,15 +30,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from tomrl.analysis.analyzed_models import demo_models, parse_model
 from tomrl.analysis.probes_fit import ALL_ORDERS, ProbeOptions
-from tomrl.analysis.probes_report import RESULTS_KIND, report_sections
+from tomrl.analysis.probes_report import FEW_QUESTIONS, RESULTS_KIND, report_sections, widest_half_width
 from tomrl.config import ConfigError, help_of
 from tomrl.prompts import PROMPT_STYLES, PromptConfig
 
 __all__ = ["register", "run", "report_sections", "probe_models", "DEFAULT_LIMIT"]
 
 DEFAULT_LIMIT = 100
-FEW_QUESTIONS = 400  # below this, say that the intervals are wide
 
 
 @dataclass(frozen=True)
@@ -73,16 +73,6 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", metavar="DIR", help="output folder (default with --demo: RUN_DIR/analysis/probes)")
 
 
-def parse_model_argument(value: str) -> tuple[str, str]:
-    """``LABEL=PATH`` → (LABEL, PATH); a plain PATH (or embedded name) is labelled by its last part."""
-    label, sep, path = value.partition("=")
-    if sep and label.strip() and path.strip():
-        return label.strip(), path.strip()
-    if sep:
-        raise ConfigError(f"--model {value!r}: expected LABEL=PATH or PATH")
-    return Path(value.rstrip("/")).name or value, value
-
-
 def demo_plan(run_dir: Path) -> ProbePlan:
     """The demo's models, data and prompt, as ``tomrl demo`` left them in ``run_dir``."""
     from tomrl.config import load_config
@@ -97,11 +87,7 @@ def demo_plan(run_dir: Path) -> ProbePlan:
 
         train = load_config(TrainConfig, config)
         base, prompt = train.model, train.prompt
-    models = [("base", base)]
-    if (run_dir / "train" / "warm_start" / "model").is_dir():
-        models.append(("warm start", str(run_dir / "train" / "warm_start" / "model")))
-    if (run_dir / "train" / "final").is_dir():
-        models.append(("RL", str(run_dir / "train" / "final")))
+    models = demo_models(run_dir, base)
     neutral = run_dir / "eval_sets" / "neutral.jsonl"
     if not neutral.exists():
         raise ConfigError(f"--demo {run_dir}: {neutral} is missing (run tomrl demo first, or give --data)")
@@ -115,7 +101,7 @@ def make_plan(args: argparse.Namespace) -> ProbePlan:
     if args.demo:
         plan = demo_plan(Path(args.demo))
     elif args.model:
-        plan = ProbePlan([parse_model_argument(m) for m in args.model], [], Path(args.out or "."), PromptConfig())
+        plan = ProbePlan([parse_model(m) for m in args.model], [], Path(args.out or "."), PromptConfig())
         if not args.out:
             raise ConfigError("say where the probes go with --out DIR (or use --demo RUN_DIR)")
     else:
@@ -169,7 +155,7 @@ def probe_models(
                   f"({', '.join(f'order {o}: {orders.count(o)}' for o in sorted(set(orders)))}), {folds} folds by story")
     if len(questions) < FEW_QUESTIONS:
         console.print(f"[yellow]note:[/yellow] {len(questions)} questions are few for probes: every accuracy's 95 % "
-                      f"interval is about ±{100 * 1.96 * 0.5 / max(1, len(questions)) ** 0.5:.0f} points wide")
+                      f"interval is about ±{widest_half_width(len(questions)):.0f} points wide")
     with locked_folder(out, "tomrl analyze probes"):
         out.mkdir(parents=True, exist_ok=True)
         # 2. Hidden states, one model at a time (cached per model).

@@ -20,6 +20,7 @@ from tomrl.analysis.probes_fit import ALL_ORDERS, as_accuracy
 from tomrl.analysis.probes_labels import TARGETS
 
 RESULTS_KIND = "tomrl-probes"
+FEW_QUESTIONS = 400  # below this, the console and the report say that the intervals are wide
 REQUIRED_KEYS = ("data", "n", "stories", "orders", "seed", "folds", "regularization", "shuffles", "token", "targets",
                  "models", "results", "best")
 
@@ -107,11 +108,15 @@ def _findings(results: dict[str, Any]) -> Paragraph:
     return Paragraph(" ".join(parts))
 
 
+def widest_half_width(n: int) -> float:
+    """Half the width, in points, of a 95 % interval of an accuracy near 50 % on ``n`` questions (its widest)."""
+    return 100 * 1.96 * 0.5 / max(1, n) ** 0.5
+
+
 def _setup(results: dict[str, Any], source: Path) -> Paragraph:
     orders = ", ".join(f"order {o}: {k}" for o, k in results["orders"].items())
-    half_width = 100 * 1.96 * 0.5 / max(1, results["n"]) ** 0.5
-    few = (f" {results['n']} questions are few for probes: an interval is up to ±{half_width:.0f} points wide."
-           if results["n"] < 400 else "")
+    few = (f" {results['n']} questions are few for probes: an interval is up to ±{widest_half_width(results['n']):.0f} "
+           "points wide." if results["n"] < FEW_QUESTIONS else "")
     return Paragraph(
         f"From {source}: linear probes (logistic regression on standardized states, C = {results['regularization']}) "
         f"on each model's hidden state at the last prompt token ({results['token']}), at every layer, "
