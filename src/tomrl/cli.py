@@ -34,6 +34,7 @@ COMMANDS: dict[str, str | dict[str, str]] = {
         "verify": "tomrl.generators.verify",
         "load": "tomrl.loaders.command",
         "audit": "tomrl.audit.command",
+        "neutrality": "tomrl.generators.neutrality",
         "check": "tomrl.data_checks",
     },
     "reward": {"score": "tomrl.rewards.command"},

@@ -21,23 +21,29 @@ demo stopped with Ctrl-C continues where it stopped when started again):
 
    - ``dev``: the dev split (in distribution: differs from training only by its stories);
    - ``neutral``: shortcut-neutral held-out stories of orders 0-2 (held-out names, objects,
-     containers and rooms; no agent-agnostic rule beats chance by more than 10 points on a
-     belief order; ``configs/generate/hitom_neutral_test.yaml``);
-   - ``neutral-orders3-4``: the same generator on orders 3-4, which training never asks;
-   - ``pairs``: counterfactual minimal pairs (two stories one event apart, gold flips);
-   - ``swap``: the agent-swap control (one story, the question's agents swapped, gold differs);
+     containers and rooms; the gold drawn uniformly among the object's places after the story, so
+     no rule or learner that ignores who is asked beats chance in expectation;
+     ``configs/generate/hitom_neutral_test.yaml``), in the training data's story structure
+     (``data.generate_overrides``: one chapter, no claims), where no order-2 question needs nesting;
+   - ``neutral-orders3-4``: the same generator on orders 3-4, which training never asks, in stories of
+     two or three chapters with and without claims (about half the questions need nesting);
+   - ``pairs``: counterfactual minimal pairs (two stories, each one exit moved after the same move,
+     gold flips), in stories of two or three chapters;
+   - ``swap``: the agent-swap control (one story, the question's agents swapped, gold differs), the
+     same stories;
    - ``hitom600`` / ``tomi``: a seeded selection of the real benchmarks, when their files are here;
 
-   every generated set shares the training data's story structure (``data.generate_overrides``)
-   so it differs from training only in what its name says;
-3. audit: leakage between training and every set, and the best agent-agnostic rule per set and
+   each set's title says what it is held out over besides stories and words;
+3. audit: leakage between training and every set, the best agent-agnostic rule, the agent-blind
+   learner (cross-fitted and fitted on the training data) and the partial-ToM rules per set and
    order → ``audit.md``;
 4. evaluation of the base model on every set → ``eval/base/``;
 5. training (supervised warm start on oracle-written traces, then GRPO) → ``train/``;
 6. the same evaluation of the warm-started model and of the final RL model (``final/``, not the
    ``best/`` chosen on dev) → ``eval/warm_start/``, ``eval/rl/``;
 7. the comparison (``comparison.md`` / ``.json``: base / warm start / RL beside the best no-ToM
-   rule on every set and order, whether each model beats it, and whether RL gained over the warm
+   baseline (rules and the agent-blind learner) and the best partial-ToM rule on every set and
+   order, the nesting-required questions apart, whether each model beats it, and whether RL gained over the warm
    start) and the report (HTML + Markdown + plots) → ``report/``.
 
 Each test set is evaluated once per model, after training; nothing in it chose a checkpoint.
@@ -205,7 +211,7 @@ def _run(cfg: DemoConfig) -> int:
     from tomrl.analysis.report import default_options, write_report
     from tomrl.analysis.runs import load_runs
 
-    comparison = compare(eval_sets, {label: _samples_by_set(folder) for label, folder in folders.items()})
+    comparison = compare(eval_sets, {label: _samples_by_set(folder) for label, folder in folders.items()}, train=train_examples)
     comparison["setup"] = {"seed": cfg.seed, "model": cfg.model, "training": str(train_dir), "scoring": "strict, greedy",
                            "evaluated": {label: str(folder) for label, folder in folders.items()}}
     caption = (f"tomrl demo, seed {cfg.seed}: {cfg.model}, {' → '.join(folders)} ({summary.steps} RL steps, final/), "
@@ -233,29 +239,34 @@ def build_eval_sets(cfg: DemoConfig, train_cfg, dev_examples, folder: Path, cons
     # The training stories' shape (chapters, deception, distractors), not their words: the sets draw theirs
     # from the held-out pool of the neutral config.
     structure = [item for item in train_cfg.data.generate_overrides if item.split("=", 1)[0].strip() != "vocabulary"]
+    # In a one-chapter story without claims a nested belief is always the first-order belief of the asked agent
+    # who left first (what two agents last saw together is what the first of them to leave saw), so no question
+    # there needs nesting. The sets that must test nesting (untrained orders, pairs, swaps) therefore tell stories
+    # of two or three chapters whose later chapters revisit the asked object: held out over chapters as well.
+    chapters = [*structure, "lengths=[2, 3]", "distractor_prob=0.0"]
     neutral_config = _find_config(cfg.neutral_config)
     seed = cfg.seed * 1000 + 7  # never a training seed (those are seed * 1000 + stage, and + 999 for dev)
     # Five agents: with as many agents as the order, the chain is everyone and "the place after the first
     # exit" answers every question (measured: 100 % on order 4 with four agents, 56 % = chance + 8 with five).
     agents_for_higher = 5
     generated = {
-        "neutral": ("shortcut-neutral held-out, orders 0-2", "stories and words",
+        "neutral": ("shortcut-neutral held-out, orders 0-2", "stories and words", structure,
                     [f"n={3 * cfg.neutral_per_order}", "orders=[0, 1, 2]", "agents=4"]),
-        "neutral-orders3-4": ("shortcut-neutral held-out, untrained orders", "orders, stories and words",
+        "neutral-orders3-4": ("shortcut-neutral held-out, untrained orders", "orders, chapters, claims, stories and words", chapters,
                               [f"n={len(cfg.higher_orders) * cfg.higher_per_order}", f"orders={list(cfg.higher_orders)}",
-                               f"agents={agents_for_higher}"]),
-        "pairs": ("counterfactual pairs, orders 0-2", "stories and words",
+                               f"agents={agents_for_higher}", "deception=[false, true]"]),
+        "pairs": ("counterfactual pairs, orders 0-2", "chapters, stories and words", chapters,
                   [f"n={2 * cfg.contrast_pairs}", "orders=[0, 1, 2]", "agents=4", "pairs=true", "shortcut_neutral=true"]),
-        "swap": ("agent-swap control, orders 1-2", "stories and words",
+        "swap": ("agent-swap control, orders 1-2", "chapters, stories and words", chapters,
                  [f"n={2 * cfg.contrast_pairs}", "orders=[1, 2]", "agents=4", "agent_swap=true", "shortcut_neutral=false"]),
     }
     sets = [EvalSet("dev", "dev (training distribution)", "stories only; used for validation", dev_examples)]
     _write_once(folder / "dev.jsonl", lambda: [replace(e, split="validation") for e in dev_examples])
-    for offset, (name, (title, held_out_over, overrides)) in enumerate(generated.items()):
+    for offset, (name, (title, held_out_over, shape, overrides)) in enumerate(generated.items()):
         if name == "neutral-orders3-4" and not cfg.higher_orders:
             continue
         path = folder / f"{name}.jsonl"
-        options = [*structure, *overrides, f"seed={seed + offset}", "split_fractions={test: 1.0}"]
+        options = [*shape, *overrides, f"seed={seed + offset}", "split_fractions={test: 1.0}"]
         _write_once(path, lambda options=options: generate(load_config(GenerateConfig, neutral_config, options)))
         if name == "neutral-orders3-4":
             title = f"shortcut-neutral held-out, untrained orders {', '.join(map(str, cfg.higher_orders))}"

@@ -39,3 +39,32 @@ def test_pair_rows_count_a_pair_right_only_when_both_members_are():
     assert pair_row["models"]["all"]["k"] == 12
     item_row = next(r for r in comparison["rows"] if r["group"] == "all")
     assert item_row["models"]["half"]["k"] == 12
+
+
+def test_nesting_required_questions_get_their_own_rows():
+    from tomrl.analysis.comparison import NESTING_REQUIRED, PARTIALLY_ANSWERABLE
+    from tomrl.audit.partial import nesting_required_ids
+
+    # Two- and three-chapter stories whose later chapters revisit the asked object: some order-2 and
+    # order-3 questions are answered by no single named agent's own belief.
+    examples = generate(GenerateConfig(n=80, seed=8, orders=[2, 3], lengths=[2, 3], agents=4, deception=[False], shortcut_neutral=True))
+    flags = nesting_required_ids(examples)
+    nested = {i for i, flag in flags.items() if flag}
+    assert nested and len(nested) < len(flags)
+    comparison = compare([EvalSet("gen", "generated", "stories", examples)],
+                         {"nesting only": {"gen": rows_where(examples, lambda e: e.id in nested)}})
+    by_group = {r["group"]: r for r in comparison["rows"]}
+    required, partial = by_group[NESTING_REQUIRED], by_group[PARTIALLY_ANSWERABLE]
+    assert required["models"]["nesting only"]["n"] == len(nested) and required["models"]["nesting only"]["value"] == 1.0
+    assert partial["models"]["nesting only"]["n"] == len(flags) - len(nested) and partial["models"]["nesting only"]["k"] == 0
+    assert required["rule_accuracy"]["n"] == len(nested)
+    # No single agent's belief answers a nesting-required question; on the others the best one-agent rule often does.
+    assert required["partial"]["n"] == len(nested) and required["partial"]["k"] == 0
+    assert partial["partial"]["value"] > 0.5
+    assert "best partial-ToM rule" in to_markdown(comparison)
+
+
+def test_sets_that_never_need_nesting_get_no_nesting_rows():
+    examples = generate(GenerateConfig(n=40, seed=3, orders=[2], lengths=[1], agents=4, deception=[False]))
+    comparison = compare([EvalSet("gen", "generated", "stories", examples)], {"m": {"gen": rows_where(examples, lambda e: True)}})
+    assert {r["group"] for r in comparison["rows"]} == {"all"}

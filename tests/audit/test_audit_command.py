@@ -46,3 +46,25 @@ def test_audit_bad_input(tmp_path, capsys):
     assert main(["data", "audit", "--test", str(bad)]) == 2
     assert "bad.jsonl:1: field" in capsys.readouterr().err
     assert main(["data", "audit", "--test", "no_such_thing"]) == 2
+
+
+def test_audit_prints_the_learned_baseline(tmp_path, capsys):
+    from tomrl.generators import generate
+    from tomrl.generators.config import GenerateConfig
+
+    def plain(seed: int):
+        return generate(GenerateConfig(benchmark="hitom", n=60, seed=seed, orders=[2], agents=4, lengths=[1], deception=[False],
+                                       distractor_prob=0.0, split_fractions={"test": 1.0}))
+
+    train, test = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    write_examples(train, plain(1))
+    write_examples(test, plain(2))
+    out_json = tmp_path / "audit.json"
+    assert main(["data", "audit", "--train", str(train), "--test", str(test), "--json", str(out_json)]) == 0
+    markdown = capsys.readouterr().out
+    assert "### Learned agent-blind baseline" in markdown
+    assert "| cross-fitted by story | 2 |" in markdown and "| fitted on train | 2 |" in markdown
+    (entry,) = json.loads(out_json.read_text())["tests"]
+    by_mode = entry["learned_baseline"]["tomrl-hitom"]
+    assert set(by_mode) == {"cross-fitted by story", "fitted on train"}
+    assert by_mode["fitted on train"]["2"]["n"] == 60 and by_mode["fitted on train"]["2"]["rule"].endswith("fitted on train")

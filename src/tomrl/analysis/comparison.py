@@ -1,4 +1,4 @@
-"""Models side by side on the same evaluation sets, every accuracy beside the best no-ToM rule.
+"""Models side by side on the same evaluation sets, every accuracy beside the best no-ToM baseline.
 
     from tomrl.analysis.comparison import EvalSet, compare, to_markdown
     sets = [EvalSet("neutral", "neutral held-out", "stories and words", examples)]
@@ -8,13 +8,21 @@
 ``tomrl demo`` builds its final table with it (``runs/demo/comparison.md`` / ``.json``). For each
 set, and for each order within it, a row gives:
 
-- the best agent-agnostic rule on exactly these questions (:func:`tomrl.audit.rules.best_rules`,
-  chosen per order, so the rule column is an *upper* estimate of what a shortcut gets);
+- the best no-ToM baseline on exactly these questions (:func:`tomrl.audit.baseline.no_tom_baseline`:
+  per order the better of the best agent-agnostic rule and an agent-blind learner, cross-fitted by
+  story and, with ``train``, also fitted on it; chosen per order on these questions, so the column is
+  an *upper* estimate of what a shortcut gets);
 - each model's strict accuracy with its 95 % Wilson interval;
-- which models beat the rule: the model's whole interval lies above the rule's accuracy;
+- which models beat the baseline: the model's whole interval lies above the baseline's accuracy;
 - the change from the second-to-last model to the last (warm start → RL) with a 95 % Newcombe
   interval (treating the two as independent samples, which is conservative for the same
   questions), and whether it is significant (interval above or below zero).
+
+Rows with questions of order >= 2 also give the best partial-ToM rule (one named agent's own
+first-order belief, :mod:`tomrl.world.partial`), beside the no-ToM baseline. Sets with questions of
+order >= 2 that need nesting (:func:`tomrl.audit.partial.nesting_required_ids`:
+no agent the question names has the answer as its own first-order belief) get two more rows: those
+questions, and the ones a single agent's first-order belief answers.
 
 Contrast-pair sets (counterfactual pairs, agent swaps) get a second row: *pair* accuracy, both
 members right. The two members' gold answers differ, so a rule that ignores the edited event or
@@ -62,11 +70,13 @@ def pair_units(examples: Sequence[Example]) -> list[tuple[str, str]]:
     return [(pair[0], pair[1]) for pair in members.values() if set(pair) == {0, 1}]
 
 
-def compare(sets: Sequence[EvalSet], models: Mapping[str, Mapping[str, dict]]) -> dict:
+def compare(sets: Sequence[EvalSet], models: Mapping[str, Mapping[str, dict]], train: Sequence[Example] | None = None) -> dict:
     """The comparison as JSON-able rows; ``models``: label -> {example id -> sample row} per set name
-    (``models[label][set.name]`` is that set's rows by id)."""
+    (``models[label][set.name]`` is that set's rows by id); ``train``: the no-ToM baseline's learners
+    are also fitted on these questions (e.g. the training data) besides being cross-fitted on each set."""
     from tomrl.analysis.significance import difference_interval
-    from tomrl.audit.rules import best_rules
+    from tomrl.audit.baseline import no_tom_baseline
+    from tomrl.audit.partial import audit_questions
     from tomrl.rewards.answer import answers_match
 
     labels = list(models)
@@ -75,17 +85,25 @@ def compare(sets: Sequence[EvalSet], models: Mapping[str, Mapping[str, dict]]) -
         examples = list(eval_set.examples)
         if not examples:
             continue
-        rules = best_rules(examples)
+        rules = no_tom_baseline(examples, train=train)
         combined = rules.get("all")
         groups: list[tuple[str, list[Example]]] = [("all", examples)]
         orders = sorted({e.order for e in examples if e.order is not None})
         if len(orders) > 1:
             groups += [(f"order {o}", [e for e in examples if e.order == o]) for o in orders]
+        audited = {i: q for i, q in audit_questions(examples).items() if q is not None}
+        flags = {i: q.nesting_required for i, q in audited.items()}
+        for title, wanted in ((NESTING_REQUIRED, True), (PARTIALLY_ANSWERABLE, False)):
+            subset = [e for e in examples if flags.get(e.id) is wanted]
+            if subset and any(flags.values()):
+                groups.append((title, subset))
         for group, members in groups:
-            rule = combined if group == "all" else rules.get(str(members[0].order))
+            rule = rules.get(str(members[0].order)) if group.startswith("order ") else combined
             rule_acc = _rule_accuracy(rule, members, answers_match) if rule is not None else None
             model_accs = {label: _model_accuracy(models[label].get(eval_set.name, {}), members) for label in labels}
-            rows.append(_row(eval_set, group, "item", rule, rule_acc, model_accs, labels, difference_interval))
+            row = _row(eval_set, group, "item", rule, rule_acc, model_accs, labels, difference_interval)
+            row["partial"] = _partial_accuracy([e for e in members if e.id in audited], audited, answers_match)
+            rows.append(row)
         pairs = pair_units(examples)
         if pairs:
             by_id = {e.id: e for e in examples}
@@ -97,8 +115,39 @@ def compare(sets: Sequence[EvalSet], models: Mapping[str, Mapping[str, dict]]) -
                 samples = models[label].get(eval_set.name, {})
                 answered = [pair for pair in pairs if all(i in samples for i in pair)]
                 model_accs[label] = accuracy([all(bool(samples[i]["correct"]) for i in pair) for pair in answered])
-            rows.append(_row(eval_set, "pairs", "pair", combined, rule_pairs, model_accs, labels, difference_interval))
+            row = _row(eval_set, "pairs", "pair", combined, rule_pairs, model_accs, labels, difference_interval)
+            row["partial"] = _partial_pair_accuracy(pairs, by_id, audited, answers_match)
+            rows.append(row)
     return {"models": labels, "rows": rows}
+
+
+# Row groups of questions of order >= 2 by whether one named agent's own first-order belief answers them
+# (tomrl.audit.partial): accuracy on the first is the one a model cannot earn by tracking what one person saw.
+NESTING_REQUIRED = "orders ≥ 2, nesting required"
+PARTIALLY_ANSWERABLE = "orders ≥ 2, one agent's belief answers"
+
+
+def _partial_accuracy(members: Sequence[Example], audited: Mapping, answers_match) -> dict | None:
+    """The best partial-ToM rule (one named agent's own first-order belief, :mod:`tomrl.world.partial`) on
+    the group's questions of order >= 2, chosen on them: ``{"rule", "n", "value", "low", "high", …}``."""
+    if not members:
+        return None
+    names = list(audited[members[0].id].rule_answers)
+    scored = {name: accuracy([answers_match(audited[e.id].rule_answers[name], e.answer) for e in members]) for name in names}
+    best = max(names, key=lambda name: scored[name].k)
+    return {"rule": best, **scored[best].to_dict()}
+
+
+def _partial_pair_accuracy(pairs, by_id: Mapping[str, Example], audited: Mapping, answers_match) -> dict | None:
+    """The best partial-ToM rule's pair accuracy (both members right) on pairs of order >= 2."""
+    units = [pair for pair in pairs if all(i in audited for i in pair)]
+    if not units:
+        return None
+    names = list(audited[units[0][0]].rule_answers)
+    scored = {name: accuracy([all(answers_match(audited[i].rule_answers[name], by_id[i].answer) for i in pair) for pair in units])
+              for name in names}
+    best = max(names, key=lambda name: scored[name].k)
+    return {"rule": best, **scored[best].to_dict()}
 
 
 def _rule_accuracy(rule, members: Sequence[Example], answers_match) -> Accuracy:
@@ -139,7 +188,8 @@ def _cell(value: dict | None) -> str:
 def table_rows(comparison: dict) -> tuple[list[str], list[list[str]]]:
     """Column names and cell texts of the comparison (shared by Markdown and the terminal)."""
     labels = comparison["models"]
-    columns = ["set (held out over)", "group", "n", "best no-ToM rule", *labels, "beats the rule"]
+    columns = ["set (held out over)", "group", "n", "best no-ToM baseline (rules and an agent-blind learner)",
+               "best partial-ToM rule (one agent's belief; orders ≥ 2)", *labels, "beats the baseline"]
     change_title = f"{labels[-1]} − {labels[-2]}" if len(labels) >= 2 else None
     if change_title:
         columns.append(change_title)
@@ -152,6 +202,7 @@ def table_rows(comparison: dict) -> tuple[list[str], list[list[str]]]:
             row["group"] if row["unit"] == "item" else "pairs: both right",
             str(n),
             rule,
+            f"{_cell(row['partial'])} {row['partial']['rule']}" if row.get("partial") else "-",
             *[_cell(row["models"][label]) for label in labels],
             ", ".join(row["beats_rule"]) or "none",
         ]
@@ -173,9 +224,14 @@ def to_markdown(comparison: dict, caption: str = "") -> str:
 
 
 NOTE = (
-    "Strict scoring, accuracy % [95 % Wilson interval]. The rule column is the best agent-agnostic rule "
-    "(tomrl.audit.rules), chosen per order on these very questions, so it over- rather than underestimates "
-    "what a shortcut gets. 'beats the rule': the model's whole interval lies above the rule's accuracy. "
+    "Strict scoring, accuracy % [95 % Wilson interval]. The baseline column is the best no-ToM rule or agent-blind "
+    "learner (tomrl.audit.baseline: the best agent-agnostic rule of tomrl.audit.rules, or gradient boosting / logistic "
+    "regression on features that never read the question's agents, cross-fitted by story), chosen per order on these "
+    "very questions, so it over- rather than underestimates what a shortcut gets. 'beats the baseline': the model's "
+    "whole interval lies above the baseline's accuracy. The partial-ToM column answers a question of order >= 2 with one "
+    "named agent's own first-order belief (tomrl.world.partial; the best such rule, chosen on these questions): what a "
+    "model gets by tracking what one person saw, without nesting; rows 'nesting required' hold the questions no such "
+    "answer gets right. "
     "The last column: the change between the last two models with a 95 % Newcombe interval (independent-"
     "samples interval, conservative for the same questions); 'inconclusive' where it includes zero."
 )

@@ -16,7 +16,8 @@ docs/analysis.md, "Study reports"). The report has, in this order:
 3. **in-distribution vs held-out accuracy over checkpoints**, per run (Paper B's divergence),
    with the ID/OOD divergence detector of :mod:`tomrl.analysis.detectors`;
 4. **reward and response length over training steps** per arm and mixture (Paper A's Figure 3);
-5. **accuracy by order** per task with the best no-ToM rule (:mod:`tomrl.audit.rules`) overlaid;
+5. **accuracy by order** per task with the best no-ToM baseline (:mod:`tomrl.audit.baseline`: the best agent-agnostic
+   rule or agent-blind learner) overlaid;
 6. **seed spread**: per mixture · arm and task, the mean and range over seeds;
 7. the **arm comparison**: every pair of arms on the same questions (exact McNemar and a paired
    bootstrap interval, :mod:`tomrl.analysis.paired`), Holm-corrected over all comparisons.
@@ -666,10 +667,11 @@ def _task_examples(study: Study, task: StudyTask) -> tuple[list | None, str]:
 
 
 def best_rule_by_order(examples: list, answered: set[str]) -> dict[int, tuple[str, Accuracy]]:
-    """The best agent-agnostic rule per order on the answered questions: order → (rule, accuracy)."""
-    from tomrl.audit.rules import best_rules
+    """The best no-ToM baseline per order on the answered questions (:func:`tomrl.audit.baseline.no_tom_baseline`:
+    the best agent-agnostic rule or agent-blind learner, cross-fitted by story): order → (its name, accuracy)."""
+    from tomrl.audit.baseline import no_tom_baseline
 
-    rules = best_rules([e for e in examples if e.id in answered])
+    rules = no_tom_baseline([e for e in examples if e.id in answered])
     return {int(key): (rule.rule, rule.accuracy) for key, rule in rules.items() if key not in ("all", "None")}
 
 
@@ -730,9 +732,9 @@ def _orders_section(study: Study, out: Path, results: dict) -> Section:
         plot_accuracy_by_order(out / file, models, title=f"{title}: accuracy by order (95 % Wilson)",
                                reference={o: acc.value for o, (_, acc) in rules.items()} or None)
         section.blocks.append(Figure(file, f"{title}: strict accuracy by order, base model(s) and final models pooled "
-                                           "over seeds; dashed line: the best no-ToM rule per order, where computed."))
+                                           "over seeds; dashed line: the best no-ToM baseline (rule or agent-blind learner) per order, where computed."))
         rows = [[label, *[by[o].format() if o in by else "–" for o in orders]] for label, by in models.items()]
-        rows.append(["best no-ToM rule", *[f"{rules[o][1].format()} {rules[o][0]}" if o in rules else "not computed"
+        rows.append(["best no-ToM baseline (rule or agent-blind learner)", *[f"{rules[o][1].format()} {rules[o][0]}" if o in rules else "not computed"
                                            for o in orders]])
         section.blocks.append(Table(["model", *[f"order {o}" for o in orders]], rows,
                                     caption=f"{title}: strict accuracy % [95 % Wilson] (n = answers, pooled over seeds); "

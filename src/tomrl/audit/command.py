@@ -12,8 +12,16 @@ distribution and the gold location's position among the story's locations; (3) t
 table — the accuracy, with n and 95 % Wilson intervals, of answer heuristics that need no Theory
 of Mind (see :mod:`tomrl.audit.heuristics`), by data set and order; (4) the best agent-agnostic rule
 — the best of a searched family of rules that read only the order of events, with chance, margin,
-a held-out check and FLAG above 10 points (:mod:`tomrl.audit.rules`). ``--json`` writes the same
-numbers (and the ids of every leaked test row) as JSON.
+a held-out check and FLAG above 10 points (:mod:`tomrl.audit.rules`); (5) partial ToM — for
+location questions of order >= 2, the share that one named agent's own first-order belief answers
+("partially answerable"), the share that needs nesting, and the best rule picking that agent
+(first / last named, first / last to leave, oldest / newest knowledge) against chance, FLAG above
+10 points (:mod:`tomrl.audit.partial`; unparsable questions are counted, not fatal); (6) the learned
+agent-blind baseline — gradient boosting and logistic regression on features that never read the
+question's agents (:mod:`tomrl.audit.learner`), cross-fitted by story on each test set and, with
+``--train``, fitted on the training file (so ``--train`` is also the learners' training set: for a
+generated test set, another seed of the same generator config), with chance, margin and FLAG above
+10 points. ``--json`` writes the same numbers (and the ids of every leaked test row) as JSON.
 
 A FILE is a unified-schema JSONL file (``tomrl data load`` / ``tomrl data generate`` output);
 a name that is not a file is loaded with that loader (``tomrl data load --list``). Both are checked
@@ -37,7 +45,7 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--test", action="append", required=True, help="test data: JSONL file or loader name (repeatable)")
     parser.add_argument("--json", dest="json_out", help="write the report as JSON here")
     parser.add_argument("--markdown", help="also write the Markdown report here")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the random-location heuristic (default 0)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random-location heuristic and of the learners' folds (default 0)")
     parser.add_argument("--by-question-type", action="store_true", help="add a shortcut table per question type")
     parser.add_argument("--train-shortcuts", action="store_true", help="also compute balance and shortcuts on the training data")
     parser.add_argument("--data", help="data root for loader names (default: $TOMRL_DATA or ../shared/data)")

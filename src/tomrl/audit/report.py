@@ -1,4 +1,4 @@
-"""The audit report: leakage, label balance, the shortcut table and the best agent-agnostic rule, as JSON and Markdown.
+"""The audit report: leakage, label balance, the shortcut table, the best agent-agnostic rule and the learned agent-blind baseline, as JSON and Markdown.
 
     from tomrl.audit.report import audit, to_markdown
     report = audit(train=("train.jsonl", train_rows), tests=[("test.jsonl", test_rows)], seed=0)
@@ -6,7 +6,8 @@
 
 Every accuracy carries its n and 95 % Wilson interval (:func:`tomrl.stats.accuracy`) and the
 report says which file and how many rows it was computed on; the random heuristic's seed is
-recorded with it.
+recorded with it. Each test file also gets the partial-ToM audit (``partial_tom``,
+:mod:`tomrl.audit.partial`): how many questions of order >= 2 one named agent's own belief answers.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from typing import Any
 from tomrl.audit.balance import label_balance
 from tomrl.audit.heuristics import DESCRIPTIONS, HEURISTICS, shortcut_table
 from tomrl.audit.rules import FLAG_MARGIN, best_rules_by_source
+from tomrl.audit.learner import LEARNERS, fit_learner, learned_by_mode
 from tomrl.audit.leakage import find_leakage
+from tomrl.audit.partial import partial_tom
 from tomrl.loaders.base import story_key
 from tomrl.schema import Example
 
@@ -55,12 +58,16 @@ def audit(
         "train": _summary(*train) if train is not None else None,
         "tests": [],
     }
+    # the agent-blind learners fitted once on the training rows, then tested on every test file
+    fitted = [fit_learner(train[1], learner, seed) for learner in LEARNERS] if train is not None else []
     for name, rows in tests:
         entry: dict[str, Any] = _summary(name, rows)
         entry["leakage"] = find_leakage(train[1], rows).to_dict() if train is not None else None
         entry["balance"] = [r.to_dict() for r in label_balance(rows)]
         entry["shortcuts"] = [r.to_dict() for r in shortcut_table(rows, by="order", seed=seed)]
         entry["agnostic_rules"] = _agnostic_rules(rows)
+        entry["learned_baseline"] = _learned_baseline(rows, fitted, seed)
+        entry["partial_tom"] = _partial_tom(rows)
         if by_question_type:
             entry["shortcuts_by_question_type"] = [r.to_dict() for r in shortcut_table(rows, by="question_type", seed=seed)]
         report["tests"].append(entry)
@@ -69,6 +76,20 @@ def audit(
         report["train"]["shortcuts"] = [r.to_dict() for r in shortcut_table(train[1], by="order", seed=seed)]
         report["train"]["agnostic_rules"] = _agnostic_rules(train[1])
     return report
+
+
+def _partial_tom(rows: list[Example]) -> dict[str, dict[str, dict]]:
+    """The partial-ToM audit (:mod:`tomrl.audit.partial`) per data set and order >= 2, JSON-ready."""
+    return {source: {str(order): r.to_dict() for order, r in by_order.items()} for source, by_order in partial_tom(rows).items()}
+
+
+def _learned_baseline(rows: list[Example], fitted: list, seed: int) -> dict[str, dict[str, dict[str, dict]]]:
+    """The agent-blind learners (:mod:`tomrl.audit.learner`) per data set, way of fitting and order, JSON-ready."""
+    by_source: dict[str, list[Example]] = {}
+    for e in rows:
+        by_source.setdefault(e.source, []).append(e)
+    return {source: {mode: {key: best.to_dict() for key, best in result.items()} for mode, result in learned_by_mode(members, fitted, seed).items()}
+            for source, members in sorted(by_source.items())}
 
 
 def _agnostic_rules(rows: list[Example]) -> dict[str, dict[str, dict]]:
@@ -149,6 +170,62 @@ def _agnostic_rule_lines(by_source: dict[str, dict[str, dict]], title: str) -> l
     return lines
 
 
+PARTIAL_TOM_TITLE = "Partial ToM: one agent's first-order belief for a nested question"
+
+
+def _partial_tom_lines(by_source: dict[str, dict[str, dict]], title: str = PARTIAL_TOM_TITLE) -> list[str]:
+    body = []
+    for source, by_order in by_source.items():
+        for order, r in by_order.items():
+            best = r["best"]
+            body.append([
+                source, order, f"{r['n']:,}", f"{r['n_not_parsed']:,}", _acc(r["partially_answerable"]), _acc(r["nesting_required"]),
+                r["best_rule"] or "—", _acc(best) if best else "n/a", f"{100 * r['chance']:.1f}" if r["n"] else "n/a",
+                f"{100 * r['margin']:+.1f}" if r["n"] else "n/a", "FLAG" if r["flagged"] else "",
+            ])
+    lines = [f"### {title}", ""]
+    lines.append(
+        "Location questions of order ≥ 2 read by the belief oracle (`tomrl.audit.partial`). Partially answerable: some agent "
+        "the question names believes, by itself, that the object is where the gold says; nesting-required: no named agent's "
+        "own belief is the oracle's nested answer. A partial rule answers with the own belief of one named agent (first / "
+        "last named, first / last to leave a room, oldest / newest knowledge), in % with its 95 % Wilson interval; chance = a "
+        f"uniform pick among the places the object has been in; FLAG: best rule > chance + {100 * FLAG_MARGIN:.0f} points. "
+        "Not parsed: questions the story and question parsers (or the oracle) cannot read, left out of every other column."
+    )
+    lines.append("")
+    header = ["data set", "order", "n", "not parsed", "partially answerable", "nesting-required", "best partial rule", "accuracy", "chance", "margin (points)", ""]
+    lines += _table(header, body) if body else ["(no location questions of order ≥ 2)"]
+    return lines
+
+
+LEARNED_TITLE = "Learned agent-blind baseline"
+
+
+def _learned_lines(by_source: dict[str, dict[str, dict[str, dict]]], title: str = LEARNED_TITLE) -> list[str]:
+    body = []
+    for source, by_mode in by_source.items():
+        for mode, result in by_mode.items():
+            for key, best in result.items():
+                body.append([
+                    source, mode, "all (best learner of each order)" if key == "all" else key, best["rule"].split(", ")[0].removeprefix("learner: "),
+                    f"{best['n']:,}", _acc(best["accuracy"]), f"{100 * best['chance']:.1f}", f"{100 * best['margin']:+.1f}",
+                    "FLAG" if best["flagged"] else "",
+                ])
+    lines = [f"### {title}", ""]
+    lines.append(
+        "Classifiers on features of each candidate answer that never read which agents the question names "
+        "(`tomrl.audit.learner`: positions in the object's path, after each exit, mention counts, the move/stay pattern, "
+        "the question's order), gradient boosting or logistic regression, the better per order (chosen on these questions, "
+        "so optimistic). Cross-fitted by story: each question answered by a model fitted on the other stories of the set "
+        "(5 folds); fitted on train: fitted on the `--train` file. Accuracy in % with its 95 % Wilson interval; chance = a "
+        f"uniform pick among the places the object has been in; FLAG: margin over chance > {100 * FLAG_MARGIN:.0f} points."
+    )
+    lines.append("")
+    header = ["data set", "fitted", "order", "learner", "n", "accuracy", "chance", "margin (points)", ""]
+    lines += _table(header, body) if body else ["(no location questions)"]
+    return lines
+
+
 def to_markdown(report: dict) -> str:
     seed = report["seed"]
     out = ["# Data audit", ""]
@@ -195,6 +272,12 @@ def to_markdown(report: dict) -> str:
         out.append("")
         if "agnostic_rules" in entry:
             out += _agnostic_rule_lines(entry["agnostic_rules"], "Best agent-agnostic rule")
+            out.append("")
+        if "learned_baseline" in entry:
+            out += _learned_lines(entry["learned_baseline"])
+            out.append("")
+        if "partial_tom" in entry:
+            out += _partial_tom_lines(entry["partial_tom"])
             out.append("")
         if "shortcuts_by_question_type" in entry:
             out += _shortcut_lines(entry["shortcuts_by_question_type"], "Shortcuts by question type", seed, key="question_type")

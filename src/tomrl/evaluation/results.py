@@ -9,14 +9,21 @@ Each sample row (one line of ``samples.jsonl``) carries the checks of its benchm
 for the others (``paper_`` for ``paper_eval``). Per scheme, the benchmark's metric (:data:`METRICS`) and
 format-failure rate are each a :func:`rate` with its n and interval; nothing is reported without them. Contrast-pair
 benchmarks also get :func:`summarize_pairs` (pair accuracy, answer unchanged within a pair). Benchmarks that
-ask for it (recipe tasks) get :func:`no_tom_rules`: the best agent-agnostic rule on the very same questions,
+ask for it (recipe tasks) get :func:`no_tom_rules`: the best no-ToM baseline (rules and an agent-blind learner) on the very same questions,
 overall and per group, to stand beside each accuracy.
+
+Nested questions are also reported by whether they need nesting (``by_nesting``, flags from
+:func:`tomrl.audit.partial.nesting_required_ids`): a location question of order >= 2 is
+``"nesting required"`` when no agent it names has the answer as its own first-order belief, else
+``"partially answerable"`` (one agent's own belief answers it). Accuracy on the first group is the
+one a model cannot earn by tracking what one person saw. Other questions, and those the story
+parsers cannot read, are in neither.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from tomrl.stats import accuracy, bootstrap_interval
 
@@ -30,6 +37,8 @@ SCHEME_FIELDS = {
 # A benchmark's metric: what counts as a success in one sample under one scheme (field prefix).
 METRICS: dict[str, Callable[[dict, str], bool]] = {"accuracy": lambda row, prefix: bool(row[f"{prefix}correct"])}
 DEFAULT_SCHEMES = ("strict", "paper_eval")
+# The groups of ``by_nesting`` (location questions of order >= 2): is the question nesting-required?
+NESTING_GROUPS = {True: "nesting required", False: "partially answerable"}
 
 
 def rate(flags: Sequence[bool], interval: str = "wilson", resamples: int = 2000, seed: int = 0) -> dict[str, Any]:
@@ -70,8 +79,14 @@ def summarize_benchmark(
     seed: int = 0,
     schemes: Sequence[str] = DEFAULT_SCHEMES,  # and metric: as the benchmark declares them
     metric: str = "accuracy",
+    nesting: Mapping[str, bool] | None = None,
 ) -> dict[str, Any]:
-    """Overall summary plus one per value of each ``group_by`` field (``by_order``, …)."""
+    """Overall summary plus one per value of each ``group_by`` field (``by_order``, …).
+
+    ``nesting`` (example id -> nesting-required, from :func:`tomrl.audit.partial.nesting_required_ids`
+    on the examples: sample rows carry ids, not stories) adds ``by_nesting`` with the groups
+    ``"nesting required"`` and ``"partially answerable"`` of the rows it names; absent when it names none.
+    """
     result: dict[str, Any] = {"overall": summarize_group(rows, interval, resamples, seed, schemes, metric)}
     for field_name in group_by:
         groups: dict[str, list[dict]] = {}
@@ -79,6 +94,15 @@ def summarize_benchmark(
             groups.setdefault(_group_key(row.get(field_name)), []).append(row)
         ordered = sorted(groups, key=lambda k: (not k.lstrip("-").isdigit(), int(k) if k.lstrip("-").isdigit() else 0, k))
         result[f"by_{field_name}"] = {key: summarize_group(groups[key], interval, resamples, seed, schemes, metric) for key in ordered}
+    by_nesting: dict[str, list[dict]] = {}
+    for row in rows if nesting else ():
+        flag = nesting.get(row["id"])  # type: ignore[union-attr]
+        if flag is not None:
+            by_nesting.setdefault(NESTING_GROUPS[flag], []).append(row)
+    if by_nesting:
+        result["by_nesting"] = {
+            key: summarize_group(by_nesting[key], interval, resamples, seed, schemes, metric) for key in NESTING_GROUPS.values() if key in by_nesting
+        }
     return result
 
 
@@ -171,8 +195,9 @@ def format_rate(summary: dict[str, Any], digits: int = 1) -> str:
 
 def no_tom_rules(examples: Sequence[Any], group_by: Iterable[str] = ("order", "question_type"), interval: str = "wilson",
                  resamples: int = 2000, seed: int = 0) -> dict[str, Any]:
-    """The best no-ToM rule (:func:`tomrl.audit.rules.best_rules`: agent-agnostic, chosen per order on
-    these very questions, so an upper estimate of a shortcut) beside each accuracy of a benchmark.
+    """The best no-ToM baseline (:func:`tomrl.audit.baseline.no_tom_baseline`: per order the better of
+    the best agent-agnostic rule and the agent-blind learner cross-fitted by story, both chosen on these
+    very questions, so an upper estimate of a shortcut) beside each accuracy of a benchmark.
 
     ``overall`` answers each question with its order's best rule; ``by_order`` gives each order's
     own; other groups (``by_question_type`` …) use the per-order answers. Accuracy counts every
@@ -181,9 +206,9 @@ def no_tom_rules(examples: Sequence[Any], group_by: Iterable[str] = ("order", "q
     :func:`summarize_benchmark`'s, ``rule`` None where no rule applies.
     """
     from tomrl.audit.heuristics import answers_match, is_location_question
-    from tomrl.audit.rules import best_rules
+    from tomrl.audit.baseline import no_tom_baseline
 
-    rules = best_rules(examples)
+    rules = no_tom_baseline(examples, seed=seed)
     combined = rules.get("all")
 
     def entry(members: Sequence[Any], rule) -> dict[str, Any]:

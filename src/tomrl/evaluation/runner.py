@@ -17,7 +17,9 @@ A run folder holds:
 - ``results.json`` (atomic): per benchmark, overall and per order / question type / …: n, its
   metric with a 95 % interval and format-failure rate under each scheme, mean response length;
   the run's tokens_per_s (all benchmarks are generated together, as one stream, so the engine's
-  batch stays full across them); model, engine, seed, sampling and the full config. Contrast-pair
+  batch stays full across them); model, engine, seed, sampling and the full config. Location
+  questions of order >= 2 are also grouped by whether they need nesting (``by_nesting``: "nesting
+  required" / "partially answerable", :mod:`tomrl.audit.partial`). Contrast-pair
   benchmarks (tomrl-hitom-pairs, tomrl-hitom-swap) add ``pairs``: pair accuracy (both members
   right) and the answer-unchanged rate (:func:`tomrl.evaluation.results.summarize_pairs`).
 - ``table.md``: Paper A's Table 1 layout and a per-benchmark, per-order breakdown.
@@ -43,6 +45,7 @@ from tomrl.config import ConfigError, config_to_dict
 from tomrl.evaluation.benchmarks import Benchmark, DataMissing, load_examples, resolve, select
 from tomrl.evaluation.config import EvalConfig, generation_settings
 from tomrl.generation.base import Sampling
+from tomrl.audit.partial import nesting_required_ids
 from tomrl.evaluation.results import DEFAULT_SCHEMES, SCHEME_FIELDS, no_tom_rules, summarize_benchmark, summarize_pairs, throughput
 from tomrl.io import JsonlAppender, atomic_write_json, atomic_write_text, iter_jsonl
 from tomrl.schema import Example
@@ -310,7 +313,8 @@ def write_results(cfg, folder: _RunFolder, plans, selections, done, outcome: Eva
         }
         if benchmark.held_out is not None:  # a recipe task: in the recipe's training distribution or not
             entry["held_out"] = benchmark.held_out
-        entry.update(summarize_benchmark(rows, benchmark.group_by, cfg.interval, cfg.bootstrap_resamples, cfg.seed, benchmark.schemes, benchmark.metric))
+        nesting = nesting_required_ids(selected)  # rows carry ids, not stories: flags from the examples
+        entry.update(summarize_benchmark(rows, benchmark.group_by, cfg.interval, cfg.bootstrap_resamples, cfg.seed, benchmark.schemes, benchmark.metric, nesting))
         if benchmark.compare_rules:
             entry["no_tom_rule"] = no_tom_rules(selected, benchmark.group_by, cfg.interval, cfg.bootstrap_resamples, cfg.seed)
         pairs = summarize_pairs([(e, done.get((benchmark.name, e.id))) for e in selected], cfg.interval, cfg.bootstrap_resamples, cfg.seed, benchmark.schemes)

@@ -129,14 +129,14 @@ def _rule_cell(rule: dict[str, Any] | None) -> str:
 
 def tasks_markdown(results: dict[str, Any]) -> list[str]:
     """Recipe tasks (``recipe:NAME:test``, Paper B's 12 for its recipes): in distribution or held out, accuracy
-    with its interval and the best no-ToM rule on the same questions; absent tasks with how to obtain their data."""
+    with its interval and the best no-ToM baseline (rules and an agent-blind learner) on the same questions; absent tasks with how to obtain their data."""
     tasks = {name: bench for name, bench in results["benchmarks"].items() if "held_out" in bench}
     skipped = {name: why for name, why in results.get("skipped", {}).items() if ":" in name}
     if not tasks and not skipped:
         return []
     lines = [
         "", "## Tasks", "",
-        "| Task | | n | strict % [95 % CI] | paper scoring % [95 % CI] | best no-ToM rule % [95 % CI] (rule) |",
+        "| Task | | n | strict % [95 % CI] | paper scoring % [95 % CI] | best no-ToM baseline % [95 % CI] (rule or learner) |",
         "|---|---|---|---|---|---|",
     ]
     for name, bench in tasks.items():
@@ -156,7 +156,8 @@ def tasks_markdown(results: dict[str, Any]) -> list[str]:
 
 
 def summary_markdown(results: dict[str, Any]) -> str:
-    """Every benchmark of one run, overall and per order / question type, its metric under both house schemes."""
+    """Every benchmark of one run, overall and per order / nesting (nesting required or partially answerable) /
+    question type, its metric under both house schemes."""
     lines = [
         f"## {results['model']}: all benchmarks",
         "",
@@ -189,12 +190,12 @@ def summary_markdown(results: dict[str, Any]) -> str:
     for name, bench in results["benchmarks"].items():
         metric = bench.get("metric", "accuracy")
         rules = bench.get("no_tom_rule") or {}
-        for group in ("by_order", "by_question_type"):
+        for group in ("by_order", "by_nesting", "by_question_type"):  # by_nesting: orders >= 2, tomrl.audit.partial
             breakdown = bench.get(group)
             if not breakdown or len(breakdown) < 2 and group == "by_question_type":
                 continue
             label = group.removeprefix("by_").replace("_", " ")
-            rule_header = (" best no-ToM rule % [95 % CI] (rule) |", "---|") if rules else ("", "")
+            rule_header = (" best no-ToM baseline % [95 % CI] (rule or learner) |", "---|") if rules else ("", "")
             lines += ["", f"### {name} by {label}", "",
                       f"| {label} | n | paper scoring % [95 % CI] | strict % [95 % CI] | strict format failures % |{rule_header[0]}",
                       "|---|---|---|---|---|" + rule_header[1]]

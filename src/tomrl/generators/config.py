@@ -55,9 +55,34 @@ class GenerateConfig:
     )
     shortcut_neutral: bool = setting(
         False,
-        help="choose each story and question among several candidates so that no agent-agnostic rule of "
-        "tomrl.audit.rules beats chance by more than 10 points on any belief order (order >= 1; order 0 asks "
-        "where the object really is, which the last place always answers); needs one question per story",
+        help="draw each story first (one that lets every place the object has been in be asked at the slot's order), "
+        "then the gold uniformly among those places from a stratified cycle of its own, then a chain with that "
+        "answer: no agent-blind predictor (rules of tomrl.audit.rules, learners) can beat chance on belief orders "
+        "(order >= 1; order 0 asks where the object really is, its last place); see tomrl.generators.neutral; "
+        "needs one question per story",
+    )
+    neutral_nesting_share: float = setting(
+        0.5,
+        help="shortcut_neutral: least share of nesting-required questions (no asked agent believes the gold by "
+        "itself; tomrl.world.partial) per order >= 2, where the story kinds allow it (Hi-ToM: more than one chapter "
+        "or deception); 0 = do not ask for them",
+    )
+    adversarial_filter: bool = setting(
+        False,
+        help="draw a pool of adversarial_pool x n questions and keep n of those an agent-blind learner cannot predict "
+        "(AFLite, Le Bras et al. 2020: tomrl.audit.learner.adversarial_filter, run on each order (ToMi: question type "
+        "and asked agent) apart, seeded with seed); the kept n are balanced over orders as the plan deals them, the "
+        "first survivors of each in the pool's order; order-0 questions are not filtered (the story order fixes "
+        "their answer); labels are unchanged, splits assigned after; see tomrl.generators.adversarial. Hi-ToM and "
+        "ToMi plain generation, one question per story (stories null), not pairs or agent_swap. With "
+        "shortcut_neutral it is allowed but not advised: the neutral generator already makes the gold uniform "
+        "given the story, so filtering its output can only add a dependence (questions are removed because a "
+        "learner got them right); the shipped neutral configs do not use it",
+    )
+    adversarial_pool: float = setting(
+        4.0,
+        help="adversarial_filter: the pool drawn is this many times n (at least 1); the filter removes at most half "
+        "of each order, so below 2 an order can run short (an error that names it)",
     )
     # Hi-ToM
     orders: list[int] = setting(default_factory=lambda: [0, 1, 2, 3, 4], help="Hi-ToM question orders to ask (0-4), balanced")
@@ -106,6 +131,8 @@ class GenerateConfig:
             raise ValueError("split_fractions: give at least one split, with fractions >= 0")
         if abs(sum(self.split_fractions.values()) - 1.0) > 1e-6:
             raise ValueError(f"split_fractions must sum to 1, got {sum(self.split_fractions.values())}")
+        if not 0.0 <= self.neutral_nesting_share <= 1.0:
+            raise ValueError(f"neutral_nesting_share must be in [0, 1], got {self.neutral_nesting_share}")
         if not 0.0 <= self.distractor_prob < 1.0:
             raise ValueError(f"distractor_prob must be in [0, 1), got {self.distractor_prob}")
         if not self.orders or any(not 0 <= o <= HITOM_MAX_ORDER for o in self.orders):
@@ -122,6 +149,14 @@ class GenerateConfig:
             raise ValueError("tomi_question_types and tomi_story_types must not be empty")
         if self.shortcut_neutral and self.stories not in (None, self.n):
             raise ValueError("shortcut_neutral needs one question per story: leave stories null")
+        if not (math.isfinite(self.adversarial_pool) and self.adversarial_pool >= 1.0):
+            raise ValueError(f"adversarial_pool must be at least 1 (the pool is adversarial_pool x n), got {self.adversarial_pool}")
+        if self.adversarial_filter and (self.pairs or self.agent_swap):
+            kind = "pairs" if self.pairs else "agent_swap"
+            raise ValueError(f"adversarial_filter: {kind} come in contrast pairs, which dropping single questions would break; "
+                             "use one or the other")
+        if self.adversarial_filter and self.stories is not None:
+            raise ValueError("adversarial_filter keeps single questions, one per story: leave stories null")
         per_story = -(-self.n // (self.stories or self.n))  # most questions one story is asked
         if self.benchmark == "hitom":
             repeats = -(-per_story // len(self.orders))  # most questions of one order per story

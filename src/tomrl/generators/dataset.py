@@ -18,13 +18,19 @@ What every generated :class:`tomrl.schema.Example` carries:
   label), ``query`` (``{"chain": [...], "object": ..., "kind": ...}``, what the question asks),
   ``agents``, ``true_location``, ``first_location`` (where the object was first said to be),
   ``tom`` (answer differs from the true location), ``tells`` (claims + tells in the story),
-  and for ToMi ``story_type`` and ``asked_agent`` (0 = the mover, 1 = the other agent).
+  and for ToMi ``story_type`` and ``asked_agent`` (0 = the mover, 1 = the other agent, 2 = the
+  third agent C, whom only ``shortcut_neutral`` asks about).
 
-With ``shortcut_neutral`` each story is drawn together with its one question by
-:mod:`tomrl.generators.neutral` (and the stories are shuffled before the split assignment).
+With ``shortcut_neutral`` each story is drawn first and then its one question, gold before chain,
+by :mod:`tomrl.generators.neutral` (Hi-ToM story kinds balanced per order among those that can ask
+it, :func:`tomrl.generators.neutral.hitom_cells`; stories shuffled before the split assignment).
 
 Every label is re-derived from the story text alone (parsed by :mod:`tomrl.world.parsers`,
 setup inferred, fresh oracle) and generation stops with an error on any difference.
+
+With ``adversarial_filter`` a pool of ``adversarial_pool`` × ``n`` questions is drawn first and AFLite
+keeps the ``n`` an agent-blind learner predicts least, balanced over orders
+(:mod:`tomrl.generators.adversarial`); splits are assigned after the filter.
 
 With ``pairs`` or ``agent_swap`` the examples come in contrast pairs instead (counterfactual
 stories one event apart, or one story asked about two agents): :mod:`tomrl.generators.pairs`.
@@ -37,7 +43,7 @@ from pathlib import Path
 from typing import Callable
 
 from tomrl.data_checks import validate_answers_in_story
-from tomrl.generators import hitom, neutral, tomi
+from tomrl.generators import adversarial, hitom, neutral, tomi
 from tomrl.generators.config import GenerateConfig
 from tomrl.generators.splits import assign_splits, story_id_for
 from tomrl.generators.vocabulary import vocabulary
@@ -63,7 +69,12 @@ def generate(cfg: GenerateConfig, skip_bad: bool = False, reports: list[ReadRepo
 
         examples = generate_pairs(cfg, excluded) if cfg.pairs else generate_swaps(cfg, excluded)
     else:
-        examples = _generate_hitom(cfg, excluded) if cfg.benchmark == "hitom" else _generate_tomi(cfg, excluded)
+        draw = _hitom_stories if cfg.benchmark == "hitom" else _tomi_stories
+        if cfg.adversarial_filter:  # a larger pool first, then AFLite (tomrl.generators.adversarial)
+            stories = adversarial.keep_unpredictable(draw(adversarial.pool_config(cfg), excluded), cfg)
+        else:
+            stories = draw(cfg, excluded)
+        examples = _with_splits(stories, cfg)
     try:
         validate_answers_in_story(examples)
     except BadInputError as err:  # every answer comes from the oracle: a miss is a generator bug
@@ -142,7 +153,7 @@ def _tells(events) -> int:
     return sum(isinstance(e, (PublicClaim, PrivateTell)) for e in events)
 
 
-def _generate_hitom(cfg: GenerateConfig, seen: set[str]) -> list[Example]:
+def _hitom_stories(cfg: GenerateConfig, seen: set[str]) -> list[adversarial.Story]:
     source = "tomrl-hitom"
     n_stories = cfg.stories or cfg.n
     per_story = questions_per_story(cfg.n, n_stories)
@@ -150,18 +161,23 @@ def _generate_hitom(cfg: GenerateConfig, seen: set[str]) -> list[Example]:
     cells = _balanced([(d, length) for d in cfg.deception for length in cfg.lengths], n_stories, plan)
     order_cycle = list(cfg.orders)
     plan.shuffle(order_cycle)
+    if cfg.shortcut_neutral:
+        cells = neutral.hitom_cells(cfg, [order_cycle[index % len(order_cycle)] for index in range(n_stories)], plan)
     words = vocabulary(cfg.vocabulary)
-    balance = neutral.RuleBalance()
-    stories: list[tuple[str, tuple, list[Example]]] = []
+    picker = neutral.NeutralPicker(cfg.seed, source, cfg.neutral_nesting_share)
+    stories: list[adversarial.Story] = []
     slot = 0
     for index in range(n_stories):
         deception, length = cells[index]
 
         def build(rng: random.Random, deception=deception, length=length):
-            return build_hitom_story(cfg, rng, deception, length, words, neutral.REVISIT_PROB if cfg.shortcut_neutral else 0.0)
+            if cfg.shortcut_neutral:
+                return build_hitom_story(cfg, rng, deception, length, words, neutral.REVISIT_PROB, revisit_early_leavers=True)
+            return build_hitom_story(cfg, rng, deception, length, words)
 
-        if cfg.shortcut_neutral:  # one question per story, chosen with it (tomrl.generators.neutral)
-            kept = neutral.draw_hitom(cfg, source, index, build, order_cycle[slot % len(order_cycle)], seen, balance)
+        if cfg.shortcut_neutral:  # one question per story, drawn with it (tomrl.generators.neutral)
+            order = order_cycle[slot % len(order_cycle)]
+            kept = neutral.draw_hitom(cfg, source, index, build, order, seen, picker, length, deception)
             story, text, story_id = kept.story, kept.text, kept.story_id
         else:
             story, text, story_id = _new_story(source, cfg.seed, index, build, lambda s: render_story(s.events, "hitom"), seen)
@@ -193,14 +209,16 @@ def _generate_hitom(cfg: GenerateConfig, seen: set[str]) -> list[Example]:
                 )
             )
         stories.append((story_id, (deception, length), examples))
-    if cfg.shortcut_neutral:  # the greedy pick alternates answer kinds from slot to slot: do not let file order show it
+    if cfg.shortcut_neutral:  # slots follow the order and gold cycles: do not let file order show them
         random.Random(f"{source}-neutral-order:{cfg.seed}").shuffle(stories)
-    return _with_splits(stories, cfg)
+    return stories
 
 
-def build_hitom_story(cfg: GenerateConfig, rng: random.Random, deception: bool, length: int, words, revisit_prob: float = 0.0):
+def build_hitom_story(cfg: GenerateConfig, rng: random.Random, deception: bool, length: int, words, revisit_prob: float = 0.0,
+                      revisit_early_leavers: bool = False):
     """One Hi-ToM story of ``length`` chapters drawn from ``rng`` with ``cfg``'s agents, distractors and
-    return rule (plain examples and counterfactual pair members alike)."""
+    return rule (plain examples and counterfactual pair members alike; the revisit options: see
+    :func:`tomrl.generators.hitom.build_story`)."""
     return hitom.build_story(
         rng,
         chapters=length,
@@ -210,6 +228,7 @@ def build_hitom_story(cfg: GenerateConfig, rng: random.Random, deception: bool, 
         last_mover_returns=cfg.last_mover_returns,
         words=words,
         revisit_prob=revisit_prob,
+        revisit_early_leavers=revisit_early_leavers,
     )
 
 
@@ -242,7 +261,7 @@ def _labelled(oracle: BeliefOracle, rederiving, query, style: str, story_id: str
     return question, answer, oracle.reality(target)
 
 
-def _generate_tomi(cfg: GenerateConfig, seen: set[str]) -> list[Example]:
+def _tomi_stories(cfg: GenerateConfig, seen: set[str]) -> list[adversarial.Story]:
     source = "tomrl-tomi"
     n_stories = cfg.stories or cfg.n
     per_story = questions_per_story(cfg.n, n_stories)
@@ -251,19 +270,19 @@ def _generate_tomi(cfg: GenerateConfig, seen: set[str]) -> list[Example]:
     slots = [s for s in tomi.TOMI_SLOTS if s[0] in cfg.tomi_question_types]
     noise = cfg.distractor_prob > 0
     words = vocabulary(cfg.vocabulary)
-    balance = neutral.RuleBalance()
-    stories: list[tuple[str, tuple, list[Example]]] = []
+    picker = neutral.NeutralPicker(cfg.seed, source, cfg.neutral_nesting_share)
+    stories: list[adversarial.Story] = []
     slot = 0
     for index in range(n_stories):
         story_type = story_types[index]
 
         def build(rng: random.Random, story_type=story_type):
-            if cfg.shortcut_neutral:  # the candidates span every story type: the balance needs all of them
+            if cfg.shortcut_neutral:  # any story type that lets every place be asked will do
                 story_type = rng.choice(cfg.tomi_story_types)
             return tomi.build_story(rng, story_type, noise=noise, words=words)
 
-        if cfg.shortcut_neutral:  # one question per story, chosen with it (tomrl.generators.neutral)
-            kept = neutral.draw_tomi(cfg, source, index, build, slots[slot % len(slots)][0], slots, seen, balance)
+        if cfg.shortcut_neutral:  # one question per story, drawn with it (tomrl.generators.neutral)
+            kept = neutral.draw_tomi(cfg, source, index, build, slots[slot % len(slots)][0], seen, picker)
             story, text, story_id = kept.story, kept.text, kept.story_id
         else:
             story, text, story_id = _new_story(source, cfg.seed, index, build, lambda s: render_story(s.events, "tomi"), seen)
@@ -274,8 +293,8 @@ def _generate_tomi(cfg: GenerateConfig, seen: set[str]) -> list[Example]:
             question_type, roles = slots[slot % len(slots)]
             slot += 1
             if cfg.shortcut_neutral:
-                query = kept.query
-                roles = tuple(0 if agent == story.mover else 1 for agent in query.chain)
+                query = kept.query  # its chain may ask the third agent C too (asked_agent 2)
+                roles = tuple((story.mover, story.other).index(a) if a in (story.mover, story.other) else 2 for a in query.chain)
             else:
                 query = tomi.slot_query(story, (question_type, roles))
             question, answer, true_location = _labelled(oracle, rederiving, query, "tomi", story_id, story.target)
@@ -311,15 +330,15 @@ def _generate_tomi(cfg: GenerateConfig, seen: set[str]) -> list[Example]:
                 )
             )
         stories.append((story_id, (story.story_type,), examples))
-    if cfg.shortcut_neutral:  # the greedy pick alternates answer kinds from slot to slot: do not let file order show it
+    if cfg.shortcut_neutral:  # slots follow the question-type and gold cycles: do not let file order show them
         random.Random(f"{source}-neutral-order:{cfg.seed}").shuffle(stories)
-    return _with_splits(stories, cfg)
+    return stories
 
 
 def _query_meta(query: Query) -> dict:
     return {"chain": list(query.chain), "object": query.obj, "kind": query.kind}
 
 
-def _with_splits(stories: list[tuple[str, tuple, list[Example]]], cfg: GenerateConfig) -> list[Example]:
+def _with_splits(stories: list[adversarial.Story], cfg: GenerateConfig) -> list[Example]:
     split_of = assign_splits([s[0] for s in stories], [s[1] for s in stories], cfg.split_fractions, cfg.seed)
     return [example.replace(split=split_of[story_id]) for story_id, _, examples in stories for example in examples]

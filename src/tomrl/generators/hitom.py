@@ -29,8 +29,9 @@ A story follows the official Hi-ToM generator (github ying-hui-he/Hi-ToM_dataset
   think B thinks … the O is?" with k distinct agents, drawn at random.
 
 Words come from the ``vocabulary`` pool (:func:`tomrl.generators.vocabulary.vocabulary`). With
-``shortcut_neutral`` a later chapter is about the first chapter's object again with probability ½,
-and stories and questions are picked by :mod:`tomrl.generators.neutral`.
+``shortcut_neutral`` a later chapter is about the first chapter's object again, in its room, with
+probability ½, made by the agents who left the first chapter earliest (so that nested beliefs
+differ from every single agent's), and the question is drawn by :mod:`tomrl.generators.neutral`.
 
 Labels come from :class:`tomrl.world.oracle.BeliefOracle` (``semantics``); each generated story
 is parsed back from its text and every label re-derived, and generation stops on any difference.
@@ -140,12 +141,16 @@ def build_story(
     last_mover_returns: bool = True,
     words: Vocabulary | None = None,
     revisit_prob: float = 0.0,
+    revisit_early_leavers: bool = False,
 ) -> HitomStory:
     """Draw one Hi-ToM-style story from ``rng`` (see the module docstring for its structure).
 
     ``words``: the word pool (default: every word); ``revisit_prob``: the chance that a later
     chapter is about the first chapter's object again, in its room (shortcut-neutral generation
-    uses it so that the answer is not always settled by the first chapter's exits).
+    uses it so that the answer is not always settled by the first chapter's exits);
+    ``revisit_early_leavers``: such a revisit is made by the agents who left the first chapter
+    earliest, so that what each of them now believes differs from what they last saw together
+    with later leavers (questions of order >= 2 then need nested beliefs more often).
     """
     words = words or vocabulary("all")
     names = tuple(rng.sample(words.names, agents))
@@ -170,13 +175,22 @@ def build_story(
     for chapter in range(chapters):
         room = rng.choice(rooms)
         obj = rng.choice(room_objects[room])
+        revisit = False
         if chapter == 0:
             target = obj
         elif revisit_prob and rng.random() < revisit_prob:
             room, obj = chapter_rooms[0], target
+            revisit = True
         chapter_rooms.append(room)
         order = rng.sample(names, agents)
         members = order[: sizes[chapter]]
+        if chapter == 0:
+            first_leavers = list(members)  # the first chapter's agents in the order they leave it
+        elif revisit and revisit_early_leavers:
+            # The first chapter's earliest leavers come back (and leave in a new order): what
+            # they now see is newer than what they saw together with the later leavers.
+            members = first_leavers[: sizes[chapter]]
+            rng.shuffle(members)
         start = where[obj]
         others = [c for c in room_containers[room] if c != start]
         rng.shuffle(others)
