@@ -68,3 +68,18 @@ def test_sets_that_never_need_nesting_get_no_nesting_rows():
     examples = generate(GenerateConfig(n=40, seed=3, orders=[2], lengths=[1], agents=4, deception=[False]))
     comparison = compare([EvalSet("gen", "generated", "stories", examples)], {"m": {"gen": rows_where(examples, lambda e: True)}})
     assert {r["group"] for r in comparison["rows"]} == {"all"}
+
+
+def test_beating_the_baseline_also_means_beating_chance():
+    # Agent swaps: no rule that ignores who is asked gets a pair right, so the rule's pair accuracy is 0;
+    # a model must still clear a random pick of both answers to "beat" it.
+    examples = generate(GenerateConfig(n=24, seed=5, orders=[1, 2], lengths=[1], agents=3, deception=[False], agent_swap=True))
+    pairs = pair_units(examples)
+    one_pair = {pairs[0][0], pairs[0][1]}
+    comparison = compare([EvalSet("swap", "swap", "stories", examples)],
+                         {"lucky": {"swap": rows_where(examples, lambda e: e.id in one_pair)},
+                          "all": {"swap": rows_where(examples, lambda e: True)}})
+    pair_row = next(r for r in comparison["rows"] if r["unit"] == "pair")
+    assert pair_row["rule_accuracy"]["k"] == 0 and 0 < pair_row["chance"] < 0.5
+    assert pair_row["models"]["lucky"]["k"] == 1 and pair_row["models"]["lucky"]["low"] > 0
+    assert pair_row["beats_rule"] == ["all"]  # one pair of 12 is above the rule (0) but not above chance

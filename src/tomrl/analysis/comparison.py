@@ -13,7 +13,9 @@ set, and for each order within it, a row gives:
   story and, with ``train``, also fitted on it; chosen per order on these questions, so the column is
   an *upper* estimate of what a shortcut gets);
 - each model's strict accuracy with its 95 % Wilson interval;
-- which models beat the baseline: the model's whole interval lies above the baseline's accuracy;
+- chance (a uniform pick among the places the object has been in; for pairs, the product of the
+  members' chances) and which models beat the baseline: the model's whole interval lies above both
+  the baseline's accuracy and chance (the rules get no pair right by construction, guessing does);
 - the change from the second-to-last model to the last (warm start → RL) with a 95 % Newcombe
   interval (treating the two as independent samples, which is conservative for the same
   questions), and whether it is significant (interval above or below zero).
@@ -76,7 +78,9 @@ def compare(sets: Sequence[EvalSet], models: Mapping[str, Mapping[str, dict]], t
     are also fitted on these questions (e.g. the training data) besides being cross-fitted on each set."""
     from tomrl.analysis.significance import difference_interval
     from tomrl.audit.baseline import no_tom_baseline
+    from tomrl.audit.heuristics import is_location_question
     from tomrl.audit.partial import audit_questions
+    from tomrl.audit.rules import chance_of
     from tomrl.rewards.answer import answers_match
 
     labels = list(models)
@@ -91,6 +95,7 @@ def compare(sets: Sequence[EvalSet], models: Mapping[str, Mapping[str, dict]], t
         orders = sorted({e.order for e in examples if e.order is not None})
         if len(orders) > 1:
             groups += [(f"order {o}", [e for e in examples if e.order == o]) for o in orders]
+        chance = {e.id: chance_of(e.story, e.question, e.answer) if is_location_question(e.question) else 0.0 for e in examples}
         audited = {i: q for i, q in audit_questions(examples).items() if q is not None}
         flags = {i: q.nesting_required for i, q in audited.items()}
         for title, wanted in ((NESTING_REQUIRED, True), (PARTIALLY_ANSWERABLE, False)):
@@ -101,7 +106,8 @@ def compare(sets: Sequence[EvalSet], models: Mapping[str, Mapping[str, dict]], t
             rule = rules.get(str(members[0].order)) if group.startswith("order ") else combined
             rule_acc = _rule_accuracy(rule, members, answers_match) if rule is not None else None
             model_accs = {label: _model_accuracy(models[label].get(eval_set.name, {}), members) for label in labels}
-            row = _row(eval_set, group, "item", rule, rule_acc, model_accs, labels, difference_interval)
+            group_chance = sum(chance[e.id] for e in members) / len(members)
+            row = _row(eval_set, group, "item", rule, rule_acc, model_accs, labels, difference_interval, group_chance)
             row["partial"] = _partial_accuracy([e for e in members if e.id in audited], audited, answers_match)
             rows.append(row)
         pairs = pair_units(examples)
@@ -115,7 +121,8 @@ def compare(sets: Sequence[EvalSet], models: Mapping[str, Mapping[str, dict]], t
                 samples = models[label].get(eval_set.name, {})
                 answered = [pair for pair in pairs if all(i in samples for i in pair)]
                 model_accs[label] = accuracy([all(bool(samples[i]["correct"]) for i in pair) for pair in answered])
-            row = _row(eval_set, "pairs", "pair", combined, rule_pairs, model_accs, labels, difference_interval)
+            pair_chance = sum(chance[a] * chance[b] for a, b in pairs) / len(pairs)
+            row = _row(eval_set, "pairs", "pair", combined, rule_pairs, model_accs, labels, difference_interval, pair_chance)
             row["partial"] = _partial_pair_accuracy(pairs, by_id, audited, answers_match)
             rows.append(row)
     return {"models": labels, "rows": rows}
@@ -158,7 +165,10 @@ def _model_accuracy(samples: Mapping[str, dict], members: Sequence[Example]) -> 
     return accuracy([bool(samples[e.id]["correct"]) for e in members if e.id in samples])
 
 
-def _row(eval_set: EvalSet, group: str, unit: str, rule, rule_acc, model_accs, labels, difference_interval) -> dict:
+def _row(eval_set: EvalSet, group: str, unit: str, rule, rule_acc, model_accs, labels, difference_interval, chance: float) -> dict:
+    # To beat the baseline a model must also beat a random pick: by construction the rules get no pair and no
+    # nesting-required question right, but guessing among the object's places does.
+    bar = max(rule_acc.value if rule_acc is not None else 0.0, chance)
     row = {
         "set": eval_set.name,
         "title": eval_set.title,
@@ -168,7 +178,8 @@ def _row(eval_set: EvalSet, group: str, unit: str, rule, rule_acc, model_accs, l
         "rule": rule.rule if rule is not None else None,
         "rule_accuracy": rule_acc.to_dict() if rule_acc is not None else None,
         "models": {label: acc.to_dict() for label, acc in model_accs.items()},
-        "beats_rule": [label for label, acc in model_accs.items() if acc.n and rule_acc is not None and acc.low > rule_acc.value + 1e-9],
+        "chance": chance,  # a uniform pick among the object's places (pairs: both members, the product)
+        "beats_rule": [label for label, acc in model_accs.items() if acc.n and rule_acc is not None and acc.low > bar + 1e-9],
     }
     if len(labels) >= 2:
         before, after = model_accs[labels[-2]], model_accs[labels[-1]]
@@ -188,7 +199,7 @@ def _cell(value: dict | None) -> str:
 def table_rows(comparison: dict) -> tuple[list[str], list[list[str]]]:
     """Column names and cell texts of the comparison (shared by Markdown and the terminal)."""
     labels = comparison["models"]
-    columns = ["set (held out over)", "group", "n", "best no-ToM baseline (rules and an agent-blind learner)",
+    columns = ["set (held out over)", "group", "n", "chance", "best no-ToM baseline (rules and an agent-blind learner)",
                "best partial-ToM rule (one agent's belief; orders ≥ 2)", *labels, "beats the baseline"]
     change_title = f"{labels[-1]} − {labels[-2]}" if len(labels) >= 2 else None
     if change_title:
@@ -201,6 +212,7 @@ def table_rows(comparison: dict) -> tuple[list[str], list[list[str]]]:
             f"{row['title']} ({row['held_out_over']})" if row["group"] == "all" else "",
             row["group"] if row["unit"] == "item" else "pairs: both right",
             str(n),
+            f"{100 * row['chance']:.1f}" if row.get("chance") is not None else "-",
             rule,
             f"{_cell(row['partial'])} {row['partial']['rule']}" if row.get("partial") else "-",
             *[_cell(row["models"][label]) for label in labels],
@@ -228,7 +240,8 @@ NOTE = (
     "learner (tomrl.audit.baseline: the best agent-agnostic rule of tomrl.audit.rules, or gradient boosting / logistic "
     "regression on features that never read the question's agents, cross-fitted by story), chosen per order on these "
     "very questions, so it over- rather than underestimates what a shortcut gets. 'beats the baseline': the model's "
-    "whole interval lies above the baseline's accuracy. The partial-ToM column answers a question of order >= 2 with one "
+    "whole interval lies above both the baseline's accuracy and chance (a uniform pick among the places the object has "
+    "been in; for pairs, of both members). The partial-ToM column answers a question of order >= 2 with one "
     "named agent's own first-order belief (tomrl.world.partial; the best such rule, chosen on these questions): what a "
     "model gets by tracking what one person saw, without nesting; rows 'nesting required' hold the questions no such "
     "answer gets right. "
