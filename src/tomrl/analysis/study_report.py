@@ -690,7 +690,7 @@ def _family_of(study: Study, task: str, source: str | None) -> str:
 def _orders_section(study: Study, out: Path, results: dict) -> Section:
     """Accuracy by order per data-set family, pooling the tasks of one family: Paper B's tasks are one
     order each (Hi-ToM order 1 … order 4), so only together do they make a difficulty curve."""
-    section = Section("Accuracy by order of belief, with the best no-ToM rule")
+    section = Section("Accuracy by order of belief, with the best no-ToM baseline")
     data = []
     groups = _groups(study)
     sources = [(study.base_label(m), [a]) for m, a in study.base.items()]
@@ -749,10 +749,11 @@ def _orders_section(study: Study, out: Path, results: dict) -> Section:
     else:
         section.blocks.append(Paragraph(
             "Tasks of one data-set family are pooled, so single-order tasks (Paper B's Hi-ToM order 1 … 4) make one "
-            "curve. The rule is the best agent-agnostic rule of tomrl.audit.rules, chosen per order on exactly the "
-            "questions answered here (in sample, so it over- rather than underestimates what a shortcut gets); "
-            "'not computed' where a task's questions could not be reloaded (the reason is in the caption). A model "
-            "bar below the dashed line is beaten by a rule that tracks no belief."))
+            "curve. The baseline is, per order, the better of the best agent-agnostic rule of tomrl.audit.rules and "
+            "the agent-blind learner of tomrl.audit.learner (cross-fitted by story), chosen on exactly the questions "
+            "answered here (in sample, so it over- rather than underestimates what a shortcut gets; with 10 questions "
+            "the best of 66 rules finds luck); 'not computed' where a task's questions could not be reloaded (the "
+            "reason is in the caption). A model bar below the dashed line is beaten by a reader that tracks no belief."))
     return section
 
 
