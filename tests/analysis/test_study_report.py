@@ -287,3 +287,29 @@ def test_pair_accuracy_is_pooled_over_seeds_beside_the_base_model(study, report,
         assert pairs[f"{MIXTURE} · {arm}"] == {"hitom-heldout": {"k": 5, "n": 12}}  # seeds 0 and 1: 2 + 3 of 6 + 6
     markdown = written["markdown"].read_text()
     assert "## Counterfactual pairs: both members right" in markdown and "41.7 % [" in markdown
+
+
+def test_nesting_required_accuracy_is_pooled_over_seeds_beside_the_base_model(study, report, tmp_path):
+    """The questions that need nesting (results.json's by_nesting, from tomrl eval) get their own table, pooled
+    over the seeds of each mixture · arm; the failed cell and step-N checkpoints stay out; without them, no table."""
+    assert "Questions that need nesting" not in report[1].joinpath("report.md").read_text()
+    copy = tmp_path / "study"
+    shutil.copytree(study, copy, ignore=shutil.ignore_patterns("report"))
+    planted = {"base__": (0, 4), "__s0__": (1, 4), "__s1__": (3, 4), "__s2__": (4, 4)}  # s2: the failed cell
+    for results in copy.glob("evals/**/results.json"):
+        place = str(results.relative_to(copy))
+        k, n = (4, 4) if "step-10" in place else next(v for key, v in planted.items() if key in place)
+        data = json.loads(results.read_text())
+        data["benchmarks"]["file-hitom_heldout"]["by_nesting"] = {
+            "nesting required": {"n": n, "strict": {"accuracy": {"k": k, "n": n}}},
+            "partially answerable": {"n": 2, "strict": {"accuracy": {"k": 2, "n": 2}}},
+        }
+        results.write_text(json.dumps(data))
+    written = write_study_report(copy)
+    nesting = json.loads(written["json"].read_text())["nesting"]
+    assert nesting[f"base · {MODEL}"]["hitom-heldout · nesting required"] == {"k": 0, "n": 4}
+    for arm in ("grpo", "sft"):
+        assert nesting[f"{MIXTURE} · {arm}"]["hitom-heldout · nesting required"] == {"k": 4, "n": 8}  # seeds 0 and 1
+        assert nesting[f"{MIXTURE} · {arm}"]["hitom-heldout · partially answerable"] == {"k": 4, "n": 4}
+    markdown = written["markdown"].read_text()
+    assert "## Questions that need nesting" in markdown and "50.0 % [" in markdown

@@ -881,6 +881,53 @@ def _pair_counts(results_file: Path, aliases: dict[str, str]) -> dict[str, tuple
     return counts
 
 
+NESTING_GROUPS = ("nesting required", "partially answerable")  # the by_nesting groups of results.json (tomrl.evaluation.results)
+
+
+def _nesting_counts(results_file: Path, aliases: dict[str, str]) -> dict[tuple[str, str], tuple[int, int]]:
+    """(task, nesting group) → (right, questions) of every benchmark of one results.json with questions of
+    order >= 2 split by whether one named agent's own belief answers them."""
+    if not results_file.exists():
+        return {}
+    counts = {}
+    for name, entry in (_read_json(results_file).get("benchmarks") or {}).items():
+        groups = entry.get("by_nesting") if isinstance(entry, dict) else None
+        for group in NESTING_GROUPS:
+            acc = (((groups or {}).get(group) or {}).get("strict") or {}).get("accuracy")
+            if isinstance(acc, dict) and isinstance(acc.get("n"), int) and isinstance(acc.get("k"), int):
+                counts[(aliases.get(name, name), group)] = (acc["k"], acc["n"])
+    return counts
+
+
+def _nesting_section(study: Study, results: dict) -> Section | None:
+    """Accuracy on the questions of order >= 2 that need nesting (no named agent believes the gold by itself),
+    beside those one agent's own belief answers, base and final models pooled over seeds."""
+    rows: dict[str, dict[tuple[str, str], list[int]]] = {}
+    for model, folder in study.base_folders.items():
+        label = "base" + (f" · {model}" if model else "")
+        for key, (k, n) in _nesting_counts(folder / "results.json", study.aliases).items():
+            rows.setdefault(label, {})[key] = [k, n]
+    for group, cells in _groups(study).items():
+        label = study.group_label(group)
+        for cell in cells:
+            for key, (k, n) in _nesting_counts(study.folder / EVALS_FOLDER / cell.id / FINAL / "results.json", study.aliases).items():
+                total = rows.setdefault(label, {}).setdefault(key, [0, 0])
+                total[0], total[1] = total[0] + k, total[1] + n
+    keys = list(dict.fromkeys(key for by_key in rows.values() for key in by_key))
+    if not any(group == "nesting required" and n for by_key in rows.values() for (_, group), (_, n) in by_key.items()):
+        return None  # no task asks a question that needs nesting
+    results["nesting"] = {label: {f"{task} · {group}": {"k": k, "n": n} for (task, group), (k, n) in by_key.items()}
+                          for label, by_key in rows.items()}
+    table = [[label, *[from_counts(*by_key[key]).format() if key in by_key else "–" for key in keys]] for label, by_key in rows.items()]
+    titles = {"nesting required": "nesting required", "partially answerable": "one agent's belief answers"}
+    return Section("Questions that need nesting", [Table(
+        ["model", *[f"{_column_label(study, task)}: {titles[group]}" for task, group in keys]], table,
+        caption="Strict accuracy % [95 % Wilson interval] (n = answers: seeds × questions, pooled) on the questions of order "
+                "≥ 2, split by tomrl.audit.partial: 'nesting required' when no agent the question names believes the gold by "
+                "itself, so tracking what one person saw cannot answer it; the others are answered by one named agent's own "
+                "first-order belief")])
+
+
 def _pairs_section(study: Study, results: dict) -> Section | None:
     """Pair accuracy (both members of a counterfactual pair right) of the base and final models, pooled over
     seeds: the matrix counts the pairs' questions one by one, which a model answering one fixed container
@@ -1032,6 +1079,7 @@ def write_study_report(study_dir: Path, out_dir: Path | None = None) -> dict[str
         _orders_section(study, out, results),
         _seed_section(study, results),
         _pairs_section(study, results),
+        _nesting_section(study, results),
         _arms_section(study, results),
         *_reasoning_sections(study_dir, out, results),
         _methods_section(),
