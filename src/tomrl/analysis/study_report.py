@@ -41,7 +41,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 from tomrl.analysis.detectors import detect_id_ood_divergence
 from tomrl.analysis.document import Document, Figure, Finding, Paragraph, Section, Table, write_document
@@ -881,6 +881,23 @@ def _pair_counts(results_file: Path, aliases: dict[str, str]) -> dict[str, tuple
     return counts
 
 
+def _pooled_counts(study: Study, read: Callable[[Path, dict[str, str]], dict]) -> dict[str, dict]:
+    """Row label (the base model, each mixture · arm) → key → [right, total] from ``read`` of each final
+    evaluation's results.json (``read(path, aliases) -> {key: (right, total)}``), pooled over seeds."""
+    rows: dict[str, dict] = {}
+    for model, folder in study.base_folders.items():
+        label = "base" + (f" · {model}" if model else "")
+        for key, (k, n) in read(folder / "results.json", study.aliases).items():
+            rows.setdefault(label, {})[key] = [k, n]
+    for group, cells in _groups(study).items():
+        label = study.group_label(group)
+        for cell in cells:
+            for key, (k, n) in read(study.folder / EVALS_FOLDER / cell.id / FINAL / "results.json", study.aliases).items():
+                total = rows.setdefault(label, {}).setdefault(key, [0, 0])
+                total[0], total[1] = total[0] + k, total[1] + n
+    return rows
+
+
 NESTING_GROUPS = ("nesting required", "partially answerable")  # the by_nesting groups of results.json (tomrl.evaluation.results)
 
 
@@ -902,17 +919,7 @@ def _nesting_counts(results_file: Path, aliases: dict[str, str]) -> dict[tuple[s
 def _nesting_section(study: Study, results: dict) -> Section | None:
     """Accuracy on the questions of order >= 2 that need nesting (no named agent believes the gold by itself),
     beside those one agent's own belief answers, base and final models pooled over seeds."""
-    rows: dict[str, dict[tuple[str, str], list[int]]] = {}
-    for model, folder in study.base_folders.items():
-        label = "base" + (f" · {model}" if model else "")
-        for key, (k, n) in _nesting_counts(folder / "results.json", study.aliases).items():
-            rows.setdefault(label, {})[key] = [k, n]
-    for group, cells in _groups(study).items():
-        label = study.group_label(group)
-        for cell in cells:
-            for key, (k, n) in _nesting_counts(study.folder / EVALS_FOLDER / cell.id / FINAL / "results.json", study.aliases).items():
-                total = rows.setdefault(label, {}).setdefault(key, [0, 0])
-                total[0], total[1] = total[0] + k, total[1] + n
+    rows = _pooled_counts(study, _nesting_counts)
     keys = list(dict.fromkeys(key for by_key in rows.values() for key in by_key))
     if not any(group == "nesting required" and n for by_key in rows.values() for (_, group), (_, n) in by_key.items()):
         return None  # no task asks a question that needs nesting
@@ -932,17 +939,7 @@ def _pairs_section(study: Study, results: dict) -> Section | None:
     """Pair accuracy (both members of a counterfactual pair right) of the base and final models, pooled over
     seeds: the matrix counts the pairs' questions one by one, which a model answering one fixed container
     for both members of a pair half passes."""
-    rows: dict[str, dict[str, list[int]]] = {}
-    for model, folder in study.base_folders.items():
-        label = "base" + (f" · {model}" if model else "")
-        for task, (k, n) in _pair_counts(folder / "results.json", study.aliases).items():
-            rows.setdefault(label, {})[task] = [k, n]
-    for group, cells in _groups(study).items():
-        label = study.group_label(group)
-        for cell in cells:
-            for task, (k, n) in _pair_counts(study.folder / EVALS_FOLDER / cell.id / FINAL / "results.json", study.aliases).items():
-                total = rows.setdefault(label, {}).setdefault(task, [0, 0])
-                total[0], total[1] = total[0] + k, total[1] + n
+    rows = _pooled_counts(study, _pair_counts)
     tasks = list(dict.fromkeys(task for by_task in rows.values() for task in by_task))
     if not tasks:
         return None
