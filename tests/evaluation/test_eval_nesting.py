@@ -34,6 +34,20 @@ def test_summary_groups_rows_by_their_flag():
     assert set(NESTING_GROUPS.values()) == {"nesting required", "partially answerable"}
 
 
+def test_the_no_tom_baseline_stands_beside_each_nesting_group():
+    from tomrl.audit.partial import nesting_required_ids
+    from tomrl.evaluation.results import no_tom_rules
+
+    examples = generate(GenerateConfig(n=60, seed=8, orders=[2, 3], lengths=[2, 3], agents=4, deception=[False], shortcut_neutral=True))
+    flags = nesting_required_ids(examples)
+    baseline = no_tom_rules(examples, nesting=flags)
+    for flag, group in NESTING_GROUPS.items():
+        entry = baseline["by_nesting"][group]
+        assert entry["n"] == sum(value is flag for value in flags.values()) > 0
+        assert entry["rule"] is not None and entry["accuracy"]["n"] == entry["n"]
+    assert "by_nesting" not in no_tom_rules(examples)
+
+
 def _story_and_question(prompt: str) -> tuple[str, str]:
     match = re.search(r"Story: (.*)\nQuestion: (.*?)\n", prompt, re.DOTALL)
     assert match is not None, prompt

@@ -38,6 +38,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
+from tomrl.generators.pairs import pair_units  # the contrast pairs of a set (also imported from here)
 from tomrl.schema import Example
 from tomrl.stats import Accuracy, accuracy
 
@@ -56,20 +57,6 @@ class EvalSet:
         object.__setattr__(self, "title", title)
         object.__setattr__(self, "held_out_over", held_out_over)
         object.__setattr__(self, "examples", tuple(examples))
-
-
-def pair_units(examples: Sequence[Example]) -> list[tuple[str, str]]:
-    """The (member 0 id, member 1 id) of each complete contrast pair in ``examples``."""
-    from tomrl.evaluation.benchmarks import pair_key
-
-    members: dict[str, dict[int, str]] = {}
-    for example in examples:
-        key = pair_key(example)
-        if key is None:
-            continue
-        member = example.meta.get("pair_member", example.meta.get("swap_member"))
-        members.setdefault(key, {})[int(member)] = example.id
-    return [(pair[0], pair[1]) for pair in members.values() if set(pair) == {0, 1}]
 
 
 def compare(sets: Sequence[EvalSet], models: Mapping[str, Mapping[str, dict]], train: Sequence[Example] | None = None) -> dict:

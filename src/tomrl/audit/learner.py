@@ -63,7 +63,8 @@ from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits
 
 from tomrl.audit.heuristics import _EVENT, StoryFacts, _place_of, _walk, is_location_question, parsed, read_question
-from tomrl.audit.rules import FLAG_MARGIN, MAX_POSITION, RULE_FAMILY, BestRule, Timeline, _normalised, chance_of, timeline
+from tomrl.audit.rules import (MAX_POSITION, RULE_FAMILY, BestRule, Timeline, _normalised, best_result, chance_of, held_out_hits,
+                               most_hits, timeline)
 from tomrl.schema import Example
 from tomrl.stats import accuracy
 
@@ -107,11 +108,14 @@ def _names() -> tuple[tuple[str, ...], tuple[str, ...]]:
 _STORY_FEATURES, _CANDIDATE_FEATURES = _names()
 # Column names of the feature matrix: story-level features first, then per-candidate ones.
 FEATURE_NAMES: tuple[str, ...] = _STORY_FEATURES + _CANDIDATE_FEATURES
+_COLUMN = {name: index for index, name in enumerate(FEATURE_NAMES)}
 # Columns that depend on the question (order, template, choices), filled per question; the rest is cached per story.
-_QUESTION_COLUMNS = {name: FEATURE_NAMES.index(name) for name in (
+_QUESTION_COLUMNS = {name: _COLUMN[name] for name in (
     "order", *[f"order_is_{o}" for o in range(MAX_ORDER + 1)], "template_id", "asks_really", "asks_beginning",
     "asks_think", "asks_look", "has_choices", "choices", "choice_index", "choice_index_from_end")}
-_CROSS_START = FEATURE_NAMES.index("order_0_x_path_start_1")
+_CROSS_START = _COLUMN["order_0_x_path_start_1"]
+# The "candidate is rule path_start_k / path_end_k" columns, copied into the crosses with the question's order.
+_PATH_COLUMNS = [_COLUMN[f"is_path_{side}_{k}"] for side in ("start", "end") for k in range(1, MAX_POSITION + 1)]
 
 
 def _position(items: Sequence[str], value: str, from_end: bool, last: bool = False) -> int:
@@ -217,7 +221,7 @@ def _story_part(story: str, thing: str | None, asks_room: bool) -> tuple[tuple[s
             "candidate_index": row + 1,
         })
         for name, value in values.items():
-            matrix[row, FEATURE_NAMES.index(name)] = value
+            matrix[row, _COLUMN[name]] = value
     matrix.setflags(write=False)
     return candidates, matrix
 
@@ -261,12 +265,11 @@ def features(example: Example) -> tuple[tuple[str, ...], np.ndarray]:
     matrix[:, column["asks_look"]] = float("look" in lowered or "search" in lowered)
     matrix[:, column["has_choices"]] = float(bool(choices))
     matrix[:, column["choices"]] = len(choices)
-    path_columns = [FEATURE_NAMES.index(f"is_path_{side}_{k}") for side in ("start", "end") for k in range(1, MAX_POSITION + 1)]
-    cross = _CROSS_START + min(order, MAX_ORDER) * len(path_columns)
+    cross = _CROSS_START + min(order, MAX_ORDER) * len(_PATH_COLUMNS)
     for row, c in enumerate(candidates):
         matrix[row, column["choice_index"]] = _position(choices, _normalised(c), False)
         matrix[row, column["choice_index_from_end"]] = _position(choices, _normalised(c), True)
-        matrix[row, cross:cross + len(path_columns)] = matrix[row, path_columns]
+        matrix[row, cross:cross + len(_PATH_COLUMNS)] = matrix[row, _PATH_COLUMNS]
     return candidates, matrix
 
 
@@ -372,31 +375,19 @@ def learner_name(learner: Learner, mode: str) -> str:
     return f"learner: {learner}, {mode}"
 
 
-def learned_answers(examples: Sequence[Example], train: Sequence[Example] | None = None, seed: int = 0,
-                    modes: Sequence[str] = (CROSS_FITTED, FITTED_ON_TRAIN)) -> dict[str, dict[str, str | None]]:
-    """Every learner's answers, by name (:func:`learner_name`): cross-fitted on ``examples``, and fitted on
-    ``train`` when it is given (and ``modes`` asks for it)."""
-    result: dict[str, dict[str, str | None]] = {}
-    for learner in LEARNERS:
-        if CROSS_FITTED in modes:
-            result[learner_name(learner, CROSS_FITTED)] = cross_fitted_answers(examples, learner, seed=seed)
-    if train is not None and FITTED_ON_TRAIN in modes:
-        for learner in LEARNERS:
-            result[learner_name(learner, FITTED_ON_TRAIN)] = fit_learner(train, learner, seed).predict(examples)
+def fit_learners(train_examples: Sequence[Example], seed: int = 0) -> list[FittedLearner]:
+    """Every learner of :data:`LEARNERS` fitted on ``train_examples`` (fit once, test on many sets)."""
+    return [fit_learner(train_examples, learner, seed) for learner in LEARNERS]
+
+
+def learned_answers(examples: Sequence[Example], fitted: Iterable[FittedLearner] = (), seed: int = 0) -> dict[str, dict[str, dict[str, str | None]]]:
+    """Every learner's answers by way of fitting and name (:func:`learner_name`): ``{CROSS_FITTED: {name:
+    answers}}`` on ``examples``, plus ``FITTED_ON_TRAIN`` for the learners ``fitted`` on a training set."""
+    result = {CROSS_FITTED: {learner_name(learner, CROSS_FITTED): cross_fitted_answers(examples, learner, seed=seed) for learner in LEARNERS}}
+    fitted = list(fitted)
+    if fitted:
+        result[FITTED_ON_TRAIN] = {learner_name(f.learner, FITTED_ON_TRAIN): f.predict(examples) for f in fitted}
     return result
-
-
-def _select(hits: list[list[bool]]) -> int:
-    """Index of the answer set with the most hits (the earliest among ties); ``hits[question][set]``."""
-    totals = [sum(column) for column in zip(*hits)]
-    return totals.index(max(totals))
-
-
-def _best(name: str, correct: list[bool], chances: list[float], held_out: list[bool], answers: dict[str, str | None]) -> BestRule:
-    acc = accuracy(correct)
-    chance = sum(chances) / len(chances) if chances else 0.0
-    margin = acc.value - chance
-    return BestRule(name, acc, chance, acc.n, margin, margin > FLAG_MARGIN, accuracy(held_out) if held_out else None, answers)
 
 
 def best_of(examples: Iterable[Example], answer_sets: dict[str, dict[str, str | None]]) -> dict[str, BestRule]:
@@ -417,17 +408,17 @@ def best_of(examples: Iterable[Example], answer_sets: dict[str, dict[str, str | 
         members = groups[order]
         hits = [[bool(_normalised(answer_sets[n].get(e.id))) and _normalised(answer_sets[n].get(e.id)) == _normalised(e.answer)
                  for n in names] for e in members]
-        chosen = _select(hits)
+        chosen = most_hits(hits)
         correct = [row[chosen] for row in hits]
-        held_out = [row[_select(hits[0::2])] for row in hits[1::2]] if len(hits) >= 2 else []
+        held_out = held_out_hits(hits)
         chances = [chance_of(e.story, e.question, e.answer) for e in members]
         answers = {e.id: answer_sets[names[chosen]].get(e.id) for e in members}
-        result[str(order)] = _best(names[chosen], correct, chances, held_out, answers)
+        result[str(order)] = best_result(names[chosen], correct, chances, held_out, answers)
         for pool, part in zip(combined, (correct, chances, held_out)):
             pool += part
         combined[3].update(answers)
     if groups:
-        result["all"] = _best("by order", *combined)
+        result["all"] = best_result("by order", *combined)
     return result
 
 
@@ -436,19 +427,15 @@ def learned_baseline(examples: Iterable[Example], train: Sequence[Example] | Non
     and, when ``train`` is given, also fitted on ``train``. Choosing the better one on the audited questions is
     in-sample, so optimistic (as :func:`tomrl.audit.rules.best_rules` is); see :func:`best_of`."""
     examples = list(examples)
-    return best_of(examples, learned_answers(examples, train, seed))
+    by_mode = learned_answers(examples, fit_learners(train, seed) if train is not None else (), seed)
+    return best_of(examples, {name: answers for answer_sets in by_mode.values() for name, answers in answer_sets.items()})
 
 
 def learned_by_mode(examples: Iterable[Example], fitted: Iterable[FittedLearner] = (), seed: int = 0) -> dict[str, dict[str, BestRule]]:
     """The better learner per order, apart for each way of fitting: ``{CROSS_FITTED: {key: BestRule}}``, plus
-    ``FITTED_ON_TRAIN`` when learners fitted on a training set (:func:`fit_learner`) are given."""
+    ``FITTED_ON_TRAIN`` when learners fitted on a training set (:func:`fit_learners`) are given."""
     examples = list(examples)
-    result = {CROSS_FITTED: best_of(examples, {learner_name(learner, CROSS_FITTED): cross_fitted_answers(examples, learner, seed=seed)
-                                               for learner in LEARNERS})}
-    fitted = list(fitted)
-    if fitted:
-        result[FITTED_ON_TRAIN] = best_of(examples, {learner_name(f.learner, FITTED_ON_TRAIN): f.predict(examples) for f in fitted})
-    return result
+    return {mode: best_of(examples, answer_sets) for mode, answer_sets in learned_answers(examples, fitted, seed).items()}
 
 
 # ------------------------------------------------------------------------------- AFLite

@@ -18,7 +18,7 @@ from typing import Any
 from tomrl.audit.balance import label_balance
 from tomrl.audit.heuristics import DESCRIPTIONS, HEURISTICS, shortcut_table
 from tomrl.audit.rules import FLAG_MARGIN, best_rules_by_source
-from tomrl.audit.learner import LEARNERS, fit_learner, learned_by_mode
+from tomrl.audit.learner import fit_learners, learned_by_mode
 from tomrl.audit.leakage import find_leakage
 from tomrl.audit.partial import partial_tom
 from tomrl.loaders.base import story_key
@@ -59,7 +59,7 @@ def audit(
         "tests": [],
     }
     # the agent-blind learners fitted once on the training rows, then tested on every test file
-    fitted = [fit_learner(train[1], learner, seed) for learner in LEARNERS] if train is not None else []
+    fitted = fit_learners(train[1], seed) if train is not None else []
     for name, rows in tests:
         entry: dict[str, Any] = _summary(name, rows)
         entry["leakage"] = find_leakage(train[1], rows).to_dict() if train is not None else None

@@ -48,7 +48,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Sequence
 
 from tomrl.audit.heuristics import StoryFacts, _place_of, _walk, is_location_question, normalise_answer, parsed, read_question
 from tomrl.schema import Example
@@ -279,20 +279,28 @@ def _score(examples: list[Example]) -> _Scored:
     return scored
 
 
-def _select(hits: list[tuple[bool, ...]]) -> int:
-    """Index of the rule with the most hits (the earliest among ties)."""
-    totals = [sum(column) for column in zip(*hits)] if hits else [0] * len(RULE_FAMILY)
+# Choosing among candidate answerers (rules here, learners in tomrl.audit.learner) on one group of questions:
+# ``hits[question][candidate]`` says whether each candidate answered each question right.
+
+
+def most_hits(hits: Sequence[Sequence[bool]]) -> int:
+    """Index of the candidate with the most hits (the earliest among ties; 0 without questions)."""
+    if not hits:
+        return 0
+    totals = [sum(column) for column in zip(*hits)]
     return totals.index(max(totals))
 
 
-def _held_out(hits: list[tuple[bool, ...]]) -> list[bool]:
+def held_out_hits(hits: Sequence[Sequence[bool]]) -> list[bool]:
+    """The candidate chosen on the even-indexed questions, scored on the odd-indexed ones."""
     if len(hits) < 2:
         return []
-    chosen = _select(hits[0::2])
+    chosen = most_hits(hits[0::2])
     return [row[chosen] for row in hits[1::2]]
 
 
-def _result(name: str, correct: list[bool], chances: list[float], held_out: list[bool], answers: dict[str, str | None]) -> BestRule:
+def best_result(name: str, correct: list[bool], chances: list[float], held_out: list[bool], answers: dict[str, str | None]) -> BestRule:
+    """The :class:`BestRule` of a chosen candidate: accuracy, mean chance, margin, FLAG and held-out check."""
     acc = accuracy(correct)
     chance = sum(chances) / len(chances) if chances else 0.0
     margin = acc.value - chance
@@ -318,17 +326,17 @@ def best_rules(examples: Iterable[Example]) -> dict[str, BestRule]:
     combined_answers: dict[str, str | None] = {}
     for order in sorted(groups, key=lambda o: -1 if o is None else o):
         scored = _score(groups[order])
-        chosen = _select(scored.hits)
+        chosen = most_hits(scored.hits)
         correct = [row[chosen] for row in scored.hits]
-        held_out = _held_out(scored.hits)
+        held_out = held_out_hits(scored.hits)
         answers = {i: values[chosen] for i, values in zip(scored.ids, scored.answers)}
-        result[str(order)] = _result(names[chosen], correct, scored.chances, held_out, answers)
+        result[str(order)] = best_result(names[chosen], correct, scored.chances, held_out, answers)
         combined_correct += correct
         combined_chances += scored.chances
         combined_held_out += held_out
         combined_answers.update(answers)
     if groups:
-        result["all"] = _result("by order", combined_correct, combined_chances, combined_held_out, combined_answers)
+        result["all"] = best_result("by order", combined_correct, combined_chances, combined_held_out, combined_answers)
     return result
 
 

@@ -94,15 +94,9 @@ def summarize_benchmark(
             groups.setdefault(_group_key(row.get(field_name)), []).append(row)
         ordered = sorted(groups, key=lambda k: (not k.lstrip("-").isdigit(), int(k) if k.lstrip("-").isdigit() else 0, k))
         result[f"by_{field_name}"] = {key: summarize_group(groups[key], interval, resamples, seed, schemes, metric) for key in ordered}
-    by_nesting: dict[str, list[dict]] = {}
-    for row in rows if nesting else ():
-        flag = nesting.get(row["id"])  # type: ignore[union-attr]
-        if flag is not None:
-            by_nesting.setdefault(NESTING_GROUPS[flag], []).append(row)
+    by_nesting = _nesting_groups(rows, nesting, lambda row: row["id"])
     if by_nesting:
-        result["by_nesting"] = {
-            key: summarize_group(by_nesting[key], interval, resamples, seed, schemes, metric) for key in NESTING_GROUPS.values() if key in by_nesting
-        }
+        result["by_nesting"] = {key: summarize_group(members, interval, resamples, seed, schemes, metric) for key, members in by_nesting.items()}
     return result
 
 
@@ -194,7 +188,7 @@ def format_rate(summary: dict[str, Any], digits: int = 1) -> str:
 
 
 def no_tom_rules(examples: Sequence[Any], group_by: Iterable[str] = ("order", "question_type"), interval: str = "wilson",
-                 resamples: int = 2000, seed: int = 0) -> dict[str, Any]:
+                 resamples: int = 2000, seed: int = 0, nesting: Mapping[str, bool] | None = None) -> dict[str, Any]:
     """The best no-ToM baseline (:func:`tomrl.audit.baseline.no_tom_baseline`: per order the better of
     the best agent-agnostic rule and the agent-blind learner cross-fitted by story, both chosen on these
     very questions, so an upper estimate of a shortcut) beside each accuracy of a benchmark.
@@ -203,7 +197,7 @@ def no_tom_rules(examples: Sequence[Any], group_by: Iterable[str] = ("order", "q
     own; other groups (``by_question_type`` …) use the per-order answers. Accuracy counts every
     question of the group, those the rules cannot read (not a location question: OpenToM's
     attitude, FANToM) as wrong; ``n_location`` says how many they could read. Keys as
-    :func:`summarize_benchmark`'s, ``rule`` None where no rule applies.
+    :func:`summarize_benchmark`'s (``nesting``, as there, adds ``by_nesting``), ``rule`` None where no rule applies.
     """
     from tomrl.audit.heuristics import answers_match, is_location_question
     from tomrl.audit.baseline import no_tom_baseline
@@ -228,4 +222,18 @@ def no_tom_rules(examples: Sequence[Any], group_by: Iterable[str] = ("order", "q
             rule = rules.get(key if key != "none" else "None") if field_name == "order" else combined
             by_group[key] = entry(groups[key], rule)
         summary[f"by_{field_name}"] = by_group
+    by_nesting = _nesting_groups(examples, nesting, lambda example: example.id)
+    if by_nesting:
+        summary["by_nesting"] = {key: entry(members, combined) for key, members in by_nesting.items()}
     return summary
+
+
+def _nesting_groups(items: Sequence[Any], nesting: Mapping[str, bool] | None, id_of: Callable[[Any], str]) -> dict[str, list[Any]]:
+    """The items of each ``by_nesting`` group (:data:`NESTING_GROUPS`, in that order), by their ids' flags;
+    items without a flag (not a parsed location question of order >= 2) are in neither."""
+    groups: dict[str, list[Any]] = {}
+    for item in items if nesting else ():
+        flag = nesting.get(id_of(item))  # type: ignore[union-attr]
+        if flag is not None:
+            groups.setdefault(NESTING_GROUPS[flag], []).append(item)
+    return {key: groups[key] for key in NESTING_GROUPS.values() if key in groups}

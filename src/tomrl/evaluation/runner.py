@@ -41,11 +41,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from tomrl.audit.partial import nesting_required_ids
 from tomrl.config import ConfigError, config_to_dict
 from tomrl.evaluation.benchmarks import Benchmark, DataMissing, load_examples, resolve, select
 from tomrl.evaluation.config import EvalConfig, generation_settings
 from tomrl.generation.base import Sampling
-from tomrl.audit.partial import nesting_required_ids
 from tomrl.evaluation.results import DEFAULT_SCHEMES, SCHEME_FIELDS, no_tom_rules, summarize_benchmark, summarize_pairs, throughput
 from tomrl.io import JsonlAppender, atomic_write_json, atomic_write_text, iter_jsonl
 from tomrl.schema import Example
@@ -316,7 +316,7 @@ def write_results(cfg, folder: _RunFolder, plans, selections, done, outcome: Eva
         nesting = nesting_required_ids(selected)  # rows carry ids, not stories: flags from the examples
         entry.update(summarize_benchmark(rows, benchmark.group_by, cfg.interval, cfg.bootstrap_resamples, cfg.seed, benchmark.schemes, benchmark.metric, nesting))
         if benchmark.compare_rules:
-            entry["no_tom_rule"] = no_tom_rules(selected, benchmark.group_by, cfg.interval, cfg.bootstrap_resamples, cfg.seed)
+            entry["no_tom_rule"] = no_tom_rules(selected, benchmark.group_by, cfg.interval, cfg.bootstrap_resamples, cfg.seed, nesting)
         pairs = summarize_pairs([(e, done.get((benchmark.name, e.id))) for e in selected], cfg.interval, cfg.bootstrap_resamples, cfg.seed, benchmark.schemes)
         if pairs is not None:  # contrast-pair benchmarks: pair accuracy, answer unchanged
             entry["pairs"] = pairs

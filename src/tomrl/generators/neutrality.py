@@ -47,6 +47,7 @@ really is: its last place by definition) is reported, never judged.
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import time
 from dataclasses import dataclass, field, replace
@@ -88,6 +89,9 @@ FAMILIES = {
 }
 
 
+PAIRS = "pairs (both right), order "  # + the pair's order: a contrast set is judged by its pairs, per order
+
+
 @dataclass
 class Scores:
     """One seed's set under attack: per family, per member, per question id whether it was right."""
@@ -96,6 +100,26 @@ class Scores:
     right: dict[str, dict[str, dict[str, bool]]] = field(default_factory=dict)  # family -> member -> id -> right
     chance: dict[str, float] = field(default_factory=dict)
     nesting: dict[str, bool] = field(default_factory=dict)  # id -> nesting required (orders >= 2 that parse)
+
+    @functools.cached_property
+    def partner(self) -> dict[str, str]:
+        """Member 0 id -> member 1 id of each contrast pair (:func:`tomrl.generators.pairs.pair_units`)."""
+        from tomrl.generators.pairs import pair_units
+
+        return dict(pair_units(self.examples))
+
+    @functools.cached_property
+    def units(self) -> dict[str, list[str]]:
+        """Group -> unit ids: each order's questions, and each order's contrast pairs (a pair's unit id is its first member's)."""
+        groups: dict[str, list[str]] = {}
+        order = {}
+        for e in self.examples:
+            order[e.id] = e.order
+            if e.order is not None:
+                groups.setdefault(str(e.order), []).append(e.id)
+        for a in self.partner:
+            groups.setdefault(f"{PAIRS}{order[a]}", []).append(a)
+        return groups
 
 
 def _seeds(text: str) -> list[int]:
@@ -144,47 +168,19 @@ def attack(examples: list[Example], others: list[Example], train: list[Example] 
     return scores
 
 
-def _pairs(examples: Sequence[Example]) -> list[tuple[str, str]]:
-    members: dict[str, dict[int, str]] = {}
-    for e in examples:
-        for id_key, member_key in (("pair_id", "pair_member"), ("swap_id", "swap_member")):
-            if id_key in e.meta:
-                members.setdefault(e.meta[id_key], {})[int(e.meta[member_key])] = e.id
-    return [(m[0], m[1]) for m in members.values() if set(m) == {0, 1}]
-
-
-PAIRS = "pairs (both right), order "  # + the pair's order: a contrast set is judged by its pairs, per order
-
-
-def _units(scores: Scores) -> dict[str, list[str]]:
-    """Group -> unit ids: each order's questions, and each order's contrast pairs (a pair's unit id is its first member's)."""
-    groups: dict[str, list[str]] = {}
-    for e in scores.examples:
-        if e.order is not None:
-            groups.setdefault(str(e.order), []).append(e.id)
-    order = {e.id: e.order for e in scores.examples}
-    for a, _ in _pairs(scores.examples):
-        groups.setdefault(f"{PAIRS}{order[a]}", []).append(a)
-    return groups
-
-
-def _pair_of(scores: Scores) -> dict[str, str]:
-    return dict(_pairs(scores.examples))
-
-
 def _unit_right(scores: Scores, group: str, values: dict[str, bool]) -> dict[str, bool]:
-    ids = _units(scores)[group]
+    ids = scores.units[group]
     if not group.startswith(PAIRS):
         return {i: values[i] for i in ids if i in values}
-    other = _pair_of(scores)
+    other = scores.partner
     return {a: values[a] and values[other[a]] for a in ids if a in values and other[a] in values}
 
 
 def _unit_chance(scores: Scores, group: str) -> dict[str, float]:
-    ids = _units(scores)[group]
+    ids = scores.units[group]
     if not group.startswith(PAIRS):
         return {i: scores.chance[i] for i in ids}
-    other = _pair_of(scores)
+    other = scores.partner
     return {a: scores.chance[a] * scores.chance[other[a]] for a in ids}
 
 
@@ -201,7 +197,7 @@ def _chosen(per_seed: dict[int, Scores], seed: int, family: str, group: str) -> 
     def elsewhere(member: str) -> float:
         pooled: dict[str, bool] = {}
         for other, scores in per_seed.items():
-            if other != seed and member in scores.right.get(family, {}) and group in _units(scores):
+            if other != seed and member in scores.right.get(family, {}) and group in scores.units:
                 pooled.update(_unit_right(scores, group, scores.right[family][member]))
         return _mean(pooled)
 
@@ -211,7 +207,7 @@ def _chosen(per_seed: dict[int, Scores], seed: int, family: str, group: str) -> 
 
 def _group_rows(per_seed: dict[int, Scores], margin: float) -> list[dict[str, Any]]:
     """One row per (seed or "pooled", group), JSON-ready."""
-    groups = sorted({g for scores in per_seed.values() for g in _units(scores)}, key=lambda g: (g.startswith(PAIRS), g))
+    groups = sorted({g for scores in per_seed.values() for g in scores.units}, key=lambda g: (g.startswith(PAIRS), g))
     contrast = any(g.startswith(PAIRS) for g in groups)
     rows = []
     for group in groups:
@@ -220,12 +216,11 @@ def _group_rows(per_seed: dict[int, Scores], margin: float) -> list[dict[str, An
         pooled_nesting: dict[str, bool] = {}
         pooled_members: dict[str, dict[str, bool]] = {}
         for seed, scores in per_seed.items():
-            if group not in _units(scores):
+            if group not in scores.units:
                 continue
             chance = _unit_chance(scores, group)
             right = {title: _chosen(per_seed, seed, family, group) for family, title in FAMILIES.items()}
-            members = {f"{family}:{member}": _unit_right(scores, group, values)
-                       for family, by_member in scores.right.items() if family == "rules" for member, values in by_member.items()}
+            members = {rule: _unit_right(scores, group, values) for rule, values in scores.right["rules"].items()}
             right[IN_SAMPLE] = max(members.values(), key=_mean) if members else {}
             nesting = {i: scores.nesting[i] for i in chance if i in scores.nesting}
             rows.append(_row(seed, group, chance, right, nesting, margin, contrast))

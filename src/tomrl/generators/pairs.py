@@ -91,7 +91,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 from itertools import permutations
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from tomrl.audit.rules import rule_hits
 from tomrl.generators import hitom, neutral
@@ -117,6 +117,22 @@ class StoryEdit:
     kind: str  # "witness" (an Exit moved across a Move) or "move" (a Move replaced by a Stay)
     anchor: int  # index, in the base story, of the Move the edit is about (now witnessed, or made a stay)
     description: str  # from the base story to the edited one, in words
+
+
+# The meta keys that tie two examples into one contrast pair: (pair id, member index 0 or 1).
+PAIR_META = (("pair_id", "pair_member"), ("swap_id", "swap_member"))
+
+
+def pair_units(examples: Iterable[Example]) -> list[tuple[str, str]]:
+    """The (member 0 id, member 1 id) of each complete contrast pair (counterfactual or agent swap) in
+    ``examples``, in order of first appearance; a pair with a member missing is left out."""
+    members: dict[str, dict[int, str]] = {}
+    for example in examples:
+        for id_key, member_key in PAIR_META:
+            if id_key in example.meta:
+                members.setdefault(f"{id_key}:{example.meta[id_key]}", {})[int(example.meta[member_key])] = example.id
+                break
+    return [(pair[0], pair[1]) for pair in members.values() if set(pair) == {0, 1}]
 
 
 def witness_edits(events: tuple[Event, ...]) -> Iterator[StoryEdit]:
