@@ -21,6 +21,8 @@ TomiQuestionType = Literal["first_order", "second_order", "reality", "memory"]
 TomiStoryType = Literal["true_belief", "false_belief", "second_order_false_belief"]
 HITOM_MAX_ORDER = 4
 HITOM_MAX_CHAPTERS = 4
+# Shortcut-neutral counterfactual pairs: agents a belief chain must leave out (tomrl.generators.pairs, "Limits").
+NEUTRAL_PAIR_SPARE_AGENTS = 2
 
 
 @dataclass(frozen=True)
@@ -102,7 +104,7 @@ class GenerateConfig:
         help="Hi-ToM: emit counterfactual minimal pairs instead, n/2 of them: two stories that differ in one event "
         "(an exit moved across a move, so one agent does or does not witness it; a move made a stay for order 0) so "
         "that the gold answer of the same question flips (meta pair_id, pair_member, edit; with shortcut_neutral no "
-        "agent-agnostic rule answers both members right; see tomrl.generators.pairs)",
+        "agent-agnostic rule answers both members right, and belief orders go up to agents - 2; see tomrl.generators.pairs)",
     )
     agent_swap: bool = setting(
         False,
@@ -188,6 +190,15 @@ class GenerateConfig:
                 raise ValueError("agent_swap: order 0 questions ask no agent; use orders 1-4")
             if self.agent_swap and max(self.orders) >= self.agents:
                 raise ValueError(f"agent_swap: an order-{max(self.orders)} chain needs another agent to swap in, agents={self.agents}")
+            too_high = [order for order in self.orders if order >= 1 and order > self.agents - NEUTRAL_PAIR_SPARE_AGENTS]
+            if self.pairs and self.shortcut_neutral and too_high:
+                raise ValueError(
+                    f"pairs with shortcut_neutral: order {too_high[0]} with agents={self.agents} cannot be neutral; a belief "
+                    f"order needs at least order + {NEUTRAL_PAIR_SPARE_AGENTS} agents (a chain that leaves out one agent "
+                    "or none lets an agent-blind learner get both members of about 2-3 times the pair chance, or has no "
+                    "pair at all; tomrl.generators.pairs, 'Limits'): ask orders up to "
+                    f"{self.agents - NEUTRAL_PAIR_SPARE_AGENTS}, or agent_swap=true (neutral at every order)"
+                )
         for name in ("orders", "deception", "lengths", "tomi_question_types", "tomi_story_types"):
             values = getattr(self, name)
             if len(set(values)) != len(values):

@@ -3,7 +3,7 @@
     tomrl data neutrality --config configs/generate/hitom_neutral_test.yaml --seeds 101,102,103
     tomrl data neutrality --config configs/generate/hitom_neutral_test.yaml --seeds 101,102,103 \\
         --train-config configs/generate/hitom_default.yaml --markdown neutrality.md --json neutrality.json
-    tomrl data neutrality --config configs/generate/hitom_neutral_test.yaml --seeds 7,8,9 n=200 pairs=true
+    tomrl data neutrality --config configs/generate/hitom_neutral_test.yaml --seeds 7,8,9 n=200 pairs=true 'orders=[0, 1, 2, 3]'
     tomrl data neutrality --config configs/generate/hitom_neutral_test.yaml --seeds 201,202,203 'orders=[0, 1, 2]' agents=4 \
         'lengths=[1]' 'deception=[false]' distractor_prob=0.0 --train-config configs/generate/hitom_default.yaml \
         --train-option 'lengths=[1]' --train-option 'deception=[false]' --train-option distractor_prob=0.0 \

@@ -52,25 +52,29 @@ Agent-swap pairs need no rule filter: both questions are about the same story an
 agent-agnostic rule gives both the same answer and, the golds being different, never gets a pair
 right.
 
-**Limits: what an agent-blind reader still gets (witness pairs, orders 2-4).** Under joint
-semantics a chain of k agents believes what it last saw together: in the anchor chapter, the
+**Limits: chains that leave out fewer than two agents (refused with ``shortcut_neutral``).** Under
+joint semantics a chain of k agents believes what it last saw together: in the anchor chapter, the
 object's place when the chain's first member walked out. With n agents in the chapter that is the
 place right after one of its first n - k + 1 exits (the chain leaves out n - k agents, who may be
 the first to leave). So each member's gold is one of a few *exit places*, which an agent-blind
 reader sees (``exit_start_j`` of :mod:`tomrl.audit.rules`); the rule filter only makes the two
 members differ in *which* exit index. What tells the members apart without names is which
-position's exit was displaced (two actions in a row, then the late exit after the move), and that
-is all a reader needs to pick the index per member. With five agents an order-4 gold is always the
-place at the first or the second exit: the two rules "first exit in the member whose earlier actor
-lingers, second in the other" and the reverse answer every order-4 pair between them (measured
-58 / 42 over 200 pairs), so some agent-blind pair of rules gets at least half of them, against a
-pair chance near 8 %; at order 3 (three exit places) one such pair of rules answers about 44 %. The
-learner of :mod:`tomrl.audit.learner` finds part of it (order 4: about 16-25 % fitted on other
-seeds). Making the orientation uniform (which member has the later exit, drawn from a stream of its
-own) was tried and does not help: it caps the best pair of rules at one half, not at chance, since
-the gold stays one of two exit places per member. Only stories whose k-chains last met outside one
-chapter's exit order (revisits by the whole chain) would remove it; for orders 2-3 with more exit
-places the learner stays near pair chance.
+position's exit was displaced, and that is all a reader needs to pick the index per member. When
+the chain leaves out one agent (k = n - 1) the gold is always the place at the first or the second
+exit: two exit rules, one per member, answer every such pair, and the learner of
+:mod:`tomrl.audit.learner` fitted on other seeds gets both members of 19-26 % of pairs against a
+pair chance of 8-10 % (``tomrl data neutrality``, seeds 201-205, 150 pairs each, 2026-11-26: order 4
+with five agents 21.6 % vs 7.6 %, order 3 with four 18.8 % vs 8.0 %, order 2 with three 25.5 % vs
+9.8 %); when it leaves out none (k = n) no label-flipping pair exists. With two or more agents left
+out, in the agent counts the generator allows (at most five), the learner stays near pair chance
+(order 3 with five agents 9.6 % vs 8.1 %, order 2 with four agents within too; a trial with six
+agents, not allowed, gave order 4 16.0 % vs 7.6 %, so more agents alone is no fix), so :class:`tomrl.generators.config.GenerateConfig` refuses ``pairs`` with
+``shortcut_neutral`` for a belief order above ``agents - 2`` (order 4 always, as five agents is the
+most), pointing to agent swaps, which are neutral at every order (an agent-agnostic answer is the
+same for both members). Making the orientation uniform (which member has the later exit, drawn from
+a stream of its own) was tried and does not help: it caps the best pair of rules at one half, not at
+chance, since the gold stays one of two exit places per member; only stories whose k-chains last met
+outside one chapter's exit order would remove it.
 
 Both kinds are drawn by search: a story is drawn (as the Hi-ToM generator draws it), every
 admissible pair of edits or swap is tried against the belief oracle, and one whose gold flips is
