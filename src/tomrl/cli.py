@@ -8,6 +8,7 @@
     tomrl reward score --reward strict --input completions.jsonl --out scored.jsonl
     tomrl eval --model smollm2-135m --benchmark hitom600 --limit 20
     tomrl train --config configs/train/smoke_cpu.yaml max_steps=2
+    tomrl plan --config configs/train/paper_a_qwen2.5-7b.yaml --accelerate configs/accelerate/deepspeed_zero3_offload.yaml --gpus 4
     tomrl export verl --config configs/train/paper_a_qwen2.5-0.5b.yaml --out verl_data
     tomrl report runs/demo
     tomrl models list | prepare smollm2-135m
@@ -39,6 +40,7 @@ COMMANDS: dict[str, str | dict[str, str]] = {
     },
     "reward": {"score": "tomrl.rewards.command"},
     "train": "tomrl.training.command",
+    "plan": "tomrl.training.plan_command",
     "export": {"verl": "tomrl.training.verl_export"},
     "eval": "tomrl.evaluation.command",
     "report": "tomrl.analysis.command",
@@ -52,6 +54,7 @@ DESCRIPTIONS = {
     "data": "generate, load, verify and audit Theory-of-Mind data",
     "reward": "score completions with a reward function",
     "train": "RL training (GRPO, REINFORCE++) on TRL",
+    "plan": "will a training config fit its GPUs? memory per GPU and time per step (estimates), before a launch",
     "export": "export data and rewards for other RL engines (veRL)",
     "eval": "evaluate a model on ToM benchmarks",
     "report": "analyse runs: collapse, shortcuts, generalization, plots",

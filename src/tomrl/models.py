@@ -89,6 +89,22 @@ def _cpu_bf16_probe() -> tuple[bool, str]:
     return fast, f"this CPU ({capability}) has native bf16; probe: bf16 matmul {ratio:.2f}x float32's speed: {verdict}"
 
 
+# Master weights (what the optimizer updates) are float32 on every path: CPU, one GPU, DDP, ZeRO, FSDP,
+# the RL trainer and the supervised warm start. bfloat16 / float16 precision is autocast of the compute
+# (TrainingArguments bf16 / fp16), never the weights' storage: with bf16 weights AdamW's update at Paper A's
+# lr 5e-7 falls below bf16's resolution (8 bits of mantissa) for most weights, and the run learns
+# nothing while looking normal.
+MASTER_DTYPE = "float32"
+
+
+def model_init_kwargs() -> dict:
+    """How TRL loads a model to train (policy, reference model, warm start): float32 master weights,
+    safetensors only (never unpickle a *.bin checkpoint)."""
+    import torch
+
+    return {"dtype": getattr(torch, MASTER_DTYPE), "use_safetensors": True}
+
+
 def resolve_precision(precision: str, device_type: str) -> tuple[str, str]:
     """``precision`` with ``auto`` replaced by what is fast on ``device_type``, and the reason.
 

@@ -101,7 +101,9 @@ def test_vllm_engine_reports_missing_package_and_maps_reasons():
     assert finish_reason("stop", "</answer>") == "stop"
     assert finish_reason("stop", None) == "eos" and finish_reason("stop", 2) == "eos"
     if importlib.util.find_spec("vllm") is None:
-        with pytest.raises(RuntimeError, match="pip install vllm"):
+        from tomrl.config import ConfigError
+
+        with pytest.raises(ConfigError, match=r"pip install 'tomrl\[vllm\]'"):
             VLLMEngine("smollm2-135m")
 
 

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import time
+from pathlib import Path
 
+import pytest
+import torch
 from fake_openai_server import FakeOpenAIServer
 
 from tomrl.cli import main
+
+PAPER_A_EVAL = Path(__file__).resolve().parents[2] / "configs" / "eval" / "paper_a.yaml"
 
 
 def test_list(capsys):
@@ -48,3 +55,17 @@ def test_failed_requests_exit_1_and_are_retried_later(tmp_path, capsys):
         assert main([*args, f"openai.base_url={server.base_url}", "openai.concurrency=1"]) == 0
     rows = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
     assert len(rows) == 2 and len(server.requests) == 3
+
+
+def test_engine_vllm_without_vllm_or_gpu_fails_before_anything_loads(tmp_path, capsys):
+    if importlib.util.find_spec("vllm") is not None and torch.cuda.is_available():
+        pytest.skip("this machine has vLLM and a GPU")
+    out = tmp_path / "run"
+    started = time.monotonic()
+    code = main(["eval", "--config", str(PAPER_A_EVAL), "model=Qwen/Qwen2.5-0.5B-Instruct", "engine=vllm", f"out={out}"])
+    assert code == 2 and time.monotonic() - started < 30  # about 1 s: no model, data or run folder touched
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith("tomrl: error: engine=vllm needs ") and line.endswith("; otherwise use engine=hf")
+    if importlib.util.find_spec("vllm") is None:
+        assert "pip install 'tomrl[vllm]'" in line
+    assert not out.exists()

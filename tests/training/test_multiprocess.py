@@ -40,3 +40,11 @@ def test_two_cpu_processes_train_and_write_one_run_folder(tmp_path, algorithm):
     assert [v["step"] for v in validations] == [0, 2] and validations[0]["accuracy"]["n"] == 4
     assert (run / "checkpoints" / "checkpoint-2").is_dir() and (run / "final" / "model.safetensors").exists()
     assert len(list((run / "tensorboard").iterdir())) == 1  # one event file: only the main process logs
+
+
+def test_accelerate_cpu_launcher_one_process_is_said():
+    from tomrl.training.run import launcher_note
+
+    assert "torchrun --nproc_per_node N" in launcher_note({"ACCELERATE_USE_CPU": "True"}, 1)
+    assert launcher_note({"ACCELERATE_USE_CPU": "True"}, 2) is None  # torchrun-style: really several
+    assert launcher_note({}, 1) is None  # plain `tomrl train`: one process, as asked

@@ -107,3 +107,12 @@ def test_lora_trains_an_adapter_and_leaves_the_base_weights(tmp_path):
     lora_b = [t for name, t in adapter.items() if "lora_B" in name]
     assert any(t.abs().sum() > 0 for t in lora_b), "LoRA B matrices are still zero: the adapter did not train"
     assert not (final / "model.safetensors").exists()
+
+
+def test_every_steps_zero_means_no_validation_at_all(tmp_path):
+    # eval.every_steps=0 is "never": not at the start either (at_start's default is true).
+    cfg = load_config(TrainConfig, SMOKE, [f"run_dir={tmp_path / 'run'}", "eval.every_steps=0", "eval.at_start=true", "progress=false",
+                                           "max_steps=1", "rollouts_per_prompt=2", "max_completion_length=4"])
+    summary = train(cfg, rewards=[VowelShareReward(prefill="<think>")])
+    assert summary.steps == 1 and summary.first_validation is None and summary.last_validation is None
+    assert not (tmp_path / "run" / "validation.jsonl").exists() and not (tmp_path / "run" / "best").exists()

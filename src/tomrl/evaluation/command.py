@@ -101,6 +101,10 @@ def run(args: argparse.Namespace) -> int:
         if "=" not in item:
             raise ConfigError(f"unexpected argument '{item}': overrides are key=value (see tomrl eval --help)")
     cfg = load_config(EvalConfig, args.config, overrides + list(args.overrides))
+    if cfg.engine == "vllm":  # before the run folder, the data or any model: vLLM and a GPU are there
+        from tomrl.generation.vllm import require_vllm
+
+        require_vllm("engine=vllm", alternative="otherwise use engine=hf")
     if cfg.engine in ("hf", "vllm"):  # an API model's name is the server's business
         from tomrl.models import check_model_reference
 

@@ -1,7 +1,10 @@
 """vLLM as an engine (GPU), the way Paper A evaluated: temperature 0.6, top-p 0.95, one sample.
 
-    pip install vllm                                  # or: pip install 'tomrl[vllm]'
+    pip install 'tomrl[vllm]'                         # a vLLM that TRL 1.16 and tomrl's pins support
     tomrl eval --engine vllm --model Qwen/Qwen2.5-0.5B-Instruct --benchmark paper max_new_tokens=4096
+
+:func:`require_vllm` checks, without importing vLLM, that a supported vLLM and a CUDA GPU are
+there; ``tomrl eval engine=vllm`` and ``tomrl train use_vllm=true`` call it before any model loads.
 
 Prompts are rendered here with the model's own tokenizer (prefill included) and passed to
 ``LLM.generate`` as text, so they are byte for byte what the ``hf`` engine sees. Each prompt gets
@@ -16,11 +19,66 @@ default log-probabilities are of the unscaled logits, not of ``logits / temperat
 
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
 from typing import Iterator, Sequence
 
+from packaging.specifiers import SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from tomrl.config import ConfigError
 from tomrl.generation.base import Completion, Sampling
 
 CHUNK = 512
+
+# The vLLM releases tomrl runs with; pyproject's `vllm` extra says the same (a test compares them).
+# TRL 1.16 supports 0.22.0 to 0.31.0 (trl/import_utils.py, is_vllm_available); vLLM pins torch
+# exactly and only 0.27.0 onwards pins tomrl's torch==2.13.0; 0.31.0 asks for transformers<5.18,
+# below tomrl's transformers==5.23.0.
+SUPPORTED_VLLM = ">=0.27.0,<0.31"
+INSTALL_VLLM = "pip install 'tomrl[vllm]'"
+
+
+def vllm_version_problem(version: str | None) -> str | None:
+    """What is wrong with vLLM ``version`` (None: not installed) for tomrl, or None when it is supported.
+
+    A local build tag (``0.30.0+cu129``) or a pre-release counts as its release, as in TRL's own check.
+    """
+    wanted = f"vLLM {SUPPORTED_VLLM}"
+    if version is None:
+        return f"{wanted} (not installed: {INSTALL_VLLM})"
+    try:
+        release = Version(Version(version).base_version)
+    except InvalidVersion:
+        return f"{wanted} (found an unreadable version {version!r}: {INSTALL_VLLM})"
+    if release not in SpecifierSet(SUPPORTED_VLLM):
+        return f"{wanted} (found {version}: {INSTALL_VLLM} installs a supported one)"
+    return None
+
+
+def installed_vllm_version() -> str | None:
+    """The installed vLLM's version, read from its package metadata (vLLM itself is not imported)."""
+    if importlib.util.find_spec("vllm") is None:
+        return None
+    try:
+        return importlib.metadata.version("vllm")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def require_vllm(purpose: str, alternative: str = "") -> None:
+    """Raise a one-line ConfigError unless a supported vLLM is installed and torch sees a CUDA GPU.
+
+    ``purpose`` names what asked (``engine=vllm``), ``alternative`` how to do without vLLM. Both
+    problems are named at once, so that a CPU machine is not first sent to install vLLM.
+    """
+    import torch  # seconds to import: only when the check runs, as in tomrl.models.check_device
+
+    problems = [problem] if (problem := vllm_version_problem(installed_vllm_version())) else []
+    if not torch.cuda.is_available():
+        problems.append("a CUDA GPU (torch sees none)")
+    if problems:
+        raise ConfigError(f"{purpose} needs {' and '.join(problems)}" + (f"; {alternative}" if alternative else ""))
 
 
 class VLLMEngine:
@@ -28,10 +86,9 @@ class VLLMEngine:
     prompt_kind = "text"
 
     def __init__(self, model: str, dtype: str = "auto", seed: int = 0, settings=None, trust_remote_code: bool = False):
-        try:
-            from vllm import LLM
-        except ImportError:
-            raise RuntimeError("engine 'vllm' needs the vllm package (pip install vllm; GPU machines only); use --engine hf otherwise") from None
+        require_vllm("engine=vllm", alternative="otherwise use engine=hf")
+        from vllm import LLM
+
         from tomrl.models import resolve_model
 
         self.model_name = model

@@ -3,7 +3,7 @@
 These files are ``accelerate launch --config_file`` configs (accelerate reads them itself); this
 class only lets tomrl's config test check them like every other shipped config:
 
-    accelerate launch --config_file configs/accelerate/deepspeed_zero3.yaml -m tomrl train --config FILE
+    accelerate launch --config_file configs/accelerate/deepspeed_zero3_offload.yaml -m tomrl train --config FILE
 
 An accelerate key that none of tomrl's files uses yet must be added here before a file uses it.
 """

@@ -27,6 +27,7 @@ from transformers import TrainerCallback
 
 from tomrl.io import JsonlAppender, atomic_write_json, iter_jsonl, write_folder_atomically
 from tomrl.schema import Example
+from tomrl.training.checkpoints import gathered_state_dict
 
 # TRL's keys renamed to tomrl's (the others keep TRL's names).
 RENAMED = {
@@ -125,7 +126,7 @@ class Validator(TrainerCallback):
     def on_train_begin(self, args, state, control, **kwargs):
         # Only a run's first start: a resumed run begins at its checkpoint's step, which the
         # uninterrupted run did not validate (unless on its schedule), and a validation there could move best/.
-        if self.enabled and self.settings.at_start and state.global_step == 0:
+        if self.enabled and self.settings.every_steps and self.settings.at_start and state.global_step == 0:  # 0 = never
             self.run(state.global_step)
 
     def on_step_end(self, args, state, control, **kwargs):
@@ -182,18 +183,23 @@ class Validator(TrainerCallback):
                     log.write({"step": step, **row})
             if self.progress:
                 self.progress.note(f"step {step} validation: {result.summary()}")
-            if self.settings.keep_best and result.accuracy.value > self.best_accuracy:
-                self.best_accuracy = result.accuracy.value
-                self._save_best(step, result)
+        # Every process scored the same gathered completions, so all agree on a new best: the weights are
+        # gathered on all of them (ZeRO-3 / FSDP shard them) and written by the main one.
+        if self.settings.keep_best and result.accuracy.value > self.best_accuracy:
+            self.best_accuracy = result.accuracy.value
+            self._save_best(step, result)
         accelerator.wait_for_everyone()
         return result
 
     def _save_best(self, step: int, result) -> None:
         trainer = self.trainer
+        state_dict = gathered_state_dict(trainer)
+        if not trainer.accelerator.is_main_process:
+            return
         model = trainer.accelerator.unwrap_model(trainer.model)
 
         def write(folder: Path) -> None:
-            model.save_pretrained(folder, safe_serialization=True)
+            model.save_pretrained(folder, state_dict=state_dict, safe_serialization=True)
             self.tokenizer.save_pretrained(folder)
             atomic_write_json(folder / "best.json", {"step": step, "split": "validation", **result.to_dict()})
 

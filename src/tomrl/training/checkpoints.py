@@ -83,3 +83,19 @@ def truncate_step_logs(run_dir: str | Path, step: int) -> None:
             continue
         kept = [row for _, row in iter_jsonl(path, allow_torn_tail=True) if int(row.get("step", 0)) <= step]
         atomic_write_text(path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in kept))
+
+
+def gathered_state_dict(trainer) -> dict | None:
+    """The policy's whole state dict where the weights are sharded across processes (DeepSpeed ZeRO-3,
+    FSDP), else None (``save_pretrained`` then reads the model itself, as on one process, DDP and ZeRO-1/2).
+
+    Collective: every process must call it, or the gather hangs. Under ZeRO-3 it needs the accelerate
+    DeepSpeed setting ``zero3_save_16bit_model: true`` (configs/accelerate/deepspeed_zero3*.yaml set it),
+    and the weights come back in the compute precision (bf16 with mixed_precision bf16); the main process
+    gets the full dict, the others may get an empty one. ``unwrap_model(...).save_pretrained`` without it
+    wrote every tensor of a ZeRO-3 run with shape (0,).
+    """
+    trainer.accelerator.wait_for_everyone()
+    if not (getattr(trainer, "is_deepspeed_enabled", False) or getattr(trainer, "is_fsdp_enabled", False)):
+        return None
+    return trainer.accelerator.get_state_dict(trainer.model_wrapped)

@@ -37,6 +37,7 @@ def register(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import os
     import warnings
 
     from rich.console import Console
@@ -78,14 +79,18 @@ def run(args: argparse.Namespace) -> int:
     from tomrl.training.run import train
 
     what = f"resuming {cfg.run_dir}" if args.resume else f"training {cfg.model} with {cfg.algorithm} into {cfg.run_dir}"
-    console.rule(f"[bold]tomrl train: {what}")
+    if int(os.environ.get("RANK", "0")) == 0:
+        console.rule(f"[bold]tomrl train: {what}")
     try:
         summary = train(cfg, resume=bool(args.resume), console=console)
     except KeyboardInterrupt:
         console.print(f"interrupted; continue from the last checkpoint with: tomrl train --resume {cfg.run_dir}")
         raise
+    if int(os.environ.get("RANK", "0")) != 0:
+        return 0  # under torchrun / accelerate launch the main process alone prints the summary
     console.rule("[bold]done")
     console.print(f"{summary.steps} steps in {summary.seconds:.0f} s; run folder {summary.run_dir}")
+    console.print(f"weights {summary.parameter_dtype}, compute {summary.precision}, {summary.processes} process(es)")
     if summary.warm_start:
         ws = summary.warm_start
         console.print(f"warm start: {ws['traces']} traces, {ws['steps']} steps, loss {ws['first_loss']:.3f} -> {ws['last_loss']:.3f}, {ws['seconds']:.0f} s")

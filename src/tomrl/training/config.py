@@ -248,9 +248,16 @@ class TrainConfig:
         "(AVX512-BF16/AMX) and a short matmul probe show bf16 faster than float32 (logged at start); float32 otherwise",
     )
     lora: LoraSettings = setting(default_factory=LoraSettings, help="LoRA (PEFT) options")
-    use_vllm: bool = setting(False, help="generate rollouts with vLLM (must be installed; GPU)")
+    use_vllm: bool = setting(False, help="generate rollouts with vLLM (needs pip install 'tomrl[vllm]' and a CUDA GPU)")
     vllm_mode: Literal["colocate", "server"] = setting("colocate", help="vLLM inside the training process or a trl vllm-serve server")
     vllm_gpu_memory_utilization: float = setting(0.3, help="GPU memory share of colocated vLLM")
+    vllm_importance_sampling_correction: bool = setting(
+        True,
+        help="use_vllm only (ignored otherwise): weight each rollout by the ratio of the trained policy's probability of it "
+        "to vLLM's sampling probability (the two compute slightly different log-probabilities) and drop rollouts whose "
+        "ratio exceeds 3 (TRL's correction in its default sequence_mask mode; one extra forward pass per step); TRL's "
+        "default is on; Paper A's veRL applied no such correction",
+    )
     eval: EvalDuringTraining = setting(default_factory=EvalDuringTraining, help="validation during training")
     warm_start: WarmStartConfig = setting(default_factory=WarmStartConfig, help="optional supervised warm start")
     save_every: int = setting(50, help="write a checkpoint (for --resume) every K optimizer steps; the last one is kept")
@@ -315,6 +322,8 @@ class TrainConfig:
                 raise ValueError(f"reward_options.{name}: {error}") from None
         if self.rollout_engine == "slots" and (self.use_vllm or self.lora.enabled):
             raise ValueError("rollout_engine=slots cannot sample for use_vllm or a LoRA policy; set it to auto or transformers")
+        if not 0 < self.vllm_gpu_memory_utilization <= 1:
+            raise ValueError(f"vllm_gpu_memory_utilization must be in (0, 1], got {self.vllm_gpu_memory_utilization}")
         if self.use_vllm and self.stop_at_answer:
             raise ValueError("stop_at_answer is implemented for transformers rollouts; with use_vllm leave it false")
 

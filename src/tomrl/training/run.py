@@ -25,10 +25,11 @@ from typing import Any
 
 from tomrl.config import ConfigError, config_to_dict, save_config
 from tomrl.io import atomic_write_json
-from tomrl.models import resolve_precision
+from tomrl.models import model_init_kwargs, resolve_precision
 from tomrl.schema import Example
 from tomrl.training import checkpoints
 from tomrl.training.config import TrainConfig
+from tomrl.training.preflight import preflight
 
 CONFIG_FILE = "config.yaml"
 BASE_VALIDATION = "base_validation.json"  # the model before the warm start, under RUN_DIR/warm_start
@@ -51,6 +52,10 @@ class RunSummary:
     skipped_bad_rows: int = 0  # data.skip_bad: rows left out (listed in RUN_DIR/data/skipped.json)
     split_check: dict | None = None  # the split rule's finding (RUN_DIR/data/split_check.json)
     processes: int = 1  # data-parallel processes that trained (accelerate / torchrun)
+    parameter_dtype: str | None = None  # dtype of the trained (master) weights: float32 on every path
+    distributed: str | None = None  # accelerate's distributed type: NO, MULTI_CPU, MULTI_GPU, DEEPSPEED, FSDP
+    zero_stage: int | None = None  # DeepSpeed ZeRO stage (None without DeepSpeed)
+    precision: str | None = None  # compute precision the run used (autocast), "auto" resolved
 
     def to_dict(self) -> dict:
         # A run that validated on test stories (data.allow_test_validation) says so first.
@@ -70,6 +75,7 @@ def train(cfg: TrainConfig, resume: bool = False, console: Any = None, rewards: 
     """
     from tomrl.io import locked_folder
 
+    preflight(cfg)  # the GPU path's requirements (vLLM, CUDA), in seconds, before any model loads
     with contextlib.ExitStack() as stack:
         # The launcher's RANK, not accelerate's PartialState: creating that state here, before the
         # trainer asks for a CPU backend, would fix it to one process under torchrun on a CPU
@@ -102,6 +108,9 @@ def _train(cfg: TrainConfig, resume: bool, console: Any, rewards: list | None, c
             if note:
                 say(note)
         train_examples, validation_examples = prepare_data(cfg, run_dir)
+    note = launcher_note(os.environ, state.num_processes)
+    if note:
+        say(note)
     # The config keeps "auto" (a resumed run re-decides on the machine it runs on); the run uses the choice.
     precision, why = resolve_precision(cfg.precision, state.device.type)
     cfg = replace(cfg, precision=precision)
@@ -147,10 +156,26 @@ def _train(cfg: TrainConfig, resume: bool, console: Any, rewards: list | None, c
         resumed_from=str(resume_from) if resume_from else None,
         split_check=split_check,
         processes=trainer.accelerator.num_processes,
+        parameter_dtype=_parameter_dtype(trainer),
+        distributed=str(trainer.accelerator.distributed_type.value),
+        zero_stage=trainer.accelerator.state.deepspeed_plugin.zero_stage if getattr(trainer, "is_deepspeed_enabled", False) else None,
+        precision=cfg.precision,
     )
     if trainer.accelerator.is_main_process:
         atomic_write_json(run_dir / "summary.json", summary.to_dict())
     return summary
+
+
+def launcher_note(environ, processes: int) -> str | None:
+    """A warning when the launcher ran fewer processes than it was likely asked for: accelerate's CPU
+    launcher (``accelerate launch --cpu`` or a ``use_cpu: true`` config) starts one process whatever
+    ``num_processes`` says, silently."""
+    if processes == 1 and str(environ.get("ACCELERATE_USE_CPU", "")).lower() == "true":
+        return (
+            "note: 1 process. accelerate launch on a CPU starts one process whatever num_processes says; "
+            "for N processes use: torchrun --nproc_per_node N -m tomrl train ... (summary.json records the count)"
+        )
+    return None
 
 
 def build_trainer(
@@ -284,11 +309,9 @@ def grpo_arguments(cfg: TrainConfig):
         bf16=cfg.precision == "bfloat16",
         fp16=cfg.precision == "float16",
         use_cpu=not on_gpu,  # bf16 autocast on a CPU needs it said explicitly
-        model_init_kwargs={
-            "dtype": {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[cfg.precision] if on_gpu else torch.float32,
-            "use_safetensors": True,  # never unpickle a *.bin checkpoint (policy and reference model)
-        },
+        model_init_kwargs=model_init_kwargs(),  # float32 master weights (tomrl.models.MASTER_DTYPE)
         use_vllm=cfg.use_vllm,
+        vllm_importance_sampling_correction=cfg.vllm_importance_sampling_correction,
         vllm_mode=cfg.vllm_mode,
         vllm_gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
         logging_steps=1,
@@ -405,7 +428,7 @@ def _resolve_policy(cfg: TrainConfig, run_dir: Path, train_examples: list[Exampl
 
     base_file = run_dir / WARM_START / BASE_VALIDATION
     state = PartialState()
-    if cfg.eval.at_start and validation_examples and not base_file.exists() and state.is_main_process:
+    if cfg.eval.every_steps and cfg.eval.at_start and validation_examples and not base_file.exists() and state.is_main_process:
         result = validate_saved_model(resolve_model(cfg.model), validation_examples, cfg)
         atomic_write_json(base_file, {"step": "base", "model": cfg.model, **result.to_dict()})
         say(f"base model validation: {result.summary()}")
@@ -413,16 +436,30 @@ def _resolve_policy(cfg: TrainConfig, run_dir: Path, train_examples: list[Exampl
     return str(warm_start(cfg, run_dir, train_examples, say))
 
 
+def _parameter_dtype(trainer) -> str | None:
+    """The dtype of the weights the optimizer updates: the trainable parameters themselves, or under
+    DeepSpeed ZeRO the optimizer's own flat master partitions (the module there holds bf16 copies)."""
+    optimizer = getattr(getattr(trainer, "model_wrapped", None), "optimizer", None) if getattr(trainer, "is_deepspeed_enabled", False) else None
+    for attribute in ("fp32_partitioned_groups_flat", "single_partition_of_fp32_groups"):  # ZeRO-3, ZeRO-1/2
+        groups = getattr(optimizer, attribute, None)
+        if groups:
+            return ",".join(sorted({str(t.dtype).removeprefix("torch.") for t in groups}))
+    dtypes = {str(p.dtype).removeprefix("torch.") for p in trainer.model.parameters() if p.requires_grad}
+    return ",".join(sorted(dtypes)) or None
+
+
 def _save_model(trainer, target: Path) -> None:
+    """Save the policy to ``target`` atomically: gathered on every process (ZeRO-3 / FSDP shard the
+    weights), written by the main one."""
     from tomrl.io import write_folder_atomically
 
-    trainer.accelerator.wait_for_everyone()
+    state_dict = checkpoints.gathered_state_dict(trainer)
     if not trainer.accelerator.is_main_process:
         return
     model = trainer.accelerator.unwrap_model(trainer.model)
 
     def write(folder: Path) -> None:
-        model.save_pretrained(folder, safe_serialization=True)
+        model.save_pretrained(folder, state_dict=state_dict, safe_serialization=True)
         trainer.processing_class.save_pretrained(folder)
 
     write_folder_atomically(target, write)

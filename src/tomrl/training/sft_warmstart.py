@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from tomrl.io import atomic_write_json
+from tomrl.models import model_init_kwargs
 from tomrl.schema import Example
 
 WARM_START = "warm_start"
@@ -133,6 +134,7 @@ def fine_tune(
         fp16=cfg.precision == "float16",
         gradient_checkpointing=cfg.gradient_checkpointing,
         dataset_num_proc=None,
+        model_init_kwargs=model_init_kwargs() if isinstance(model, str) else None,  # float32 master weights
     )
     # TRL's SFTTrainer, with each micro-batch's shared system prompt run once (same loss and gradient).
     trainer = shared_prefix_sft_trainer()(model=model, args=args, train_dataset=Dataset.from_list(list(rows)), processing_class=tokenizer, callbacks=list(callbacks))

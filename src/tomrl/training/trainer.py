@@ -121,8 +121,9 @@ class TomrlGRPOTrainer(GRPOTrainer):
         """Rollout ids and their sampling log-probabilities from the slot decoder, in prompt order.
 
         TRL keeps the log-probabilities as ``sampling_per_token_logps``, which its loss reads only
-        for vLLM's importance-sampling correction or an off-policy mask (neither is configured by
-        tomrl): the old policy's log-probabilities of the loss stay TRL's own forward pass.
+        for vLLM's importance-sampling correction (``vllm_importance_sampling_correction``, which
+        applies with ``use_vllm`` alone, never to these slot rollouts) or an off-policy mask (not
+        configured by tomrl): the old policy's log-probabilities of the loss stay TRL's own forward pass.
         """
         with self._unwrapped_for_generation() as unwrapped_model:
             completions = self._slot_rollouts.sample(
@@ -137,8 +138,9 @@ class TomrlGRPOTrainer(GRPOTrainer):
     def _cpu_bf16_rollouts(self) -> bool:
         # Under bf16 autocast a CPU casts every fp32 weight matrix to bf16 at every decoding step,
         # which costs more than the matmul itself for one token; decoding with a bf16 copy of the
-        # weights avoids it (the copy is refreshed after each optimizer step).
-        return self.train_config.precision == "bfloat16" and self.accelerator.device.type == "cpu"
+        # weights avoids it (the copy is refreshed after each optimizer step). Not under DeepSpeed: its
+        # module already holds 16-bit weights, and under ZeRO-3 transformers would build the copy partitioned.
+        return self.train_config.precision == "bfloat16" and self.accelerator.device.type == "cpu" and not self.is_deepspeed_enabled
 
     def _rollout_model(self, unwrapped_model):
         """The model rollouts are sampled from: the policy, or its bf16 copy (see _cpu_bf16_rollouts)."""

@@ -2,7 +2,7 @@
 
     tomrl export verl --config configs/train/paper_a_qwen2.5-0.5b.yaml --out verl_data
     tomrl export verl --config configs/train/paper_b_qwen2.5-7b.yaml --out verl_b --prompt-format rendered
-    bash verl_data/run_verl.sh          # on a machine with veRL and GPUs (edit N_GPUS first)
+    N_GPUS=1 bash verl_data/run_verl.sh # on a machine with veRL and GPUs (the folder can be copied there)
 
 Writes, from the training config's data (the same examples, prompts and reward as ``tomrl train``):
 
@@ -10,11 +10,14 @@ Writes, from the training config's data (the same examples, prompts and reward a
   example's source), ``prompt`` (chat messages), ``ability`` ("theory_of_mind"),
   ``reward_model`` ({style: "rule", ground_truth: gold answer}), ``extra_info`` ({split, index,
   id, order, question_type, story, question, source, reward, prefill});
-- ``run_verl.sh``: the ``python3 -m verl.trainer.main_ppo`` command with the config's settings
-  (Paper A: GRPO, 8 prompts × 16 rollouts, lr 5e-7, KL loss 0.001 low-variance, entropy 0.001,
-  clip 0.2, 1,024 / 2,048 tokens, temperature 1.0, 2 epochs; Paper B: REINFORCE++ with the KL in
-  the reward, 8 × 8, temperature 0.6, 10 epochs) and ``custom_reward_function`` pointing at
-  :mod:`tomrl.training.verl_reward`;
+- ``run_verl.sh``: the ``python3 -m verl.trainer.main_ppo`` command (veRL 0.9.1; 0.7.1 or later)
+  with the config's settings (Paper A: GRPO, 8 prompts × 16 rollouts, lr 5e-7, KL loss 0.001
+  low-variance, entropy 0.001, clip 0.2, 1,024 / 2,048 tokens, temperature 1.0, 2 epochs; Paper B:
+  REINFORCE++ with the KL in the reward, 8 × 8, temperature 0.6, 10 epochs), Paper A's vLLM
+  tensor parallelism (1) and FSDP CPU offload, and ``reward.custom_reward_function`` loading
+  :mod:`tomrl.training.verl_reward` from the installed tomrl (``pkg://``). Data paths are relative to
+  the script, so the folder can be moved. veRL runs in its own environment, with tomrl added by
+  ``pip install --no-deps`` (the adapter needs only pydantic and PyYAML besides tomrl);
 - ``data/train.jsonl`` and ``data/validation.jsonl``: the same examples in tomrl's schema.
 
 Prompt formats. ``messages`` (default, upstream veRL): system + user messages; veRL applies the
@@ -47,7 +50,7 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prompt-format", choices=["messages", "rendered"], default="messages",
                         help="messages: upstream veRL applies the chat template; rendered: ToM-RL's fork (full text + prefill)")
     parser.add_argument("--tokenizer", help="tokenizer for --prompt-format rendered (default: the config's model)")
-    parser.add_argument("--gpus", type=int, default=4, help="GPUs per node in run_verl.sh (Paper A: 4 x A100 80 GB)")
+    parser.add_argument("--gpus", type=int, default=4, help="default GPU count of run_verl.sh; N_GPUS=K at launch overrides it (Paper A: 4 x A100 80 GB)")
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="override TrainConfig keys")
     parser.epilog = describe_text(TrainConfig)
 
@@ -98,7 +101,7 @@ def export_verl(cfg, out_dir: str | Path, prompt_format: str = "messages", token
         rows = [verl_row(e, index, split, prompt_of(e), reward, prefill) for index, e in enumerate(examples)]
         write_parquet(rows, out / f"{split}.parquet")
         written[f"{split}.parquet"] = len(rows)
-    script = launch_command(cfg, out, gpus, has_validation=bool(validation))
+    script = launch_command(cfg, gpus, has_validation=bool(validation))
     from tomrl.io import atomic_write_text
 
     atomic_write_text(out / "run_verl.sh", script)
@@ -140,20 +143,41 @@ def write_parquet(rows: list[dict], path: Path) -> None:
         pq.write_table(table, handle)
 
 
-def launch_command(cfg, out: Path, gpus: int, has_validation: bool) -> str:
-    """run_verl.sh: veRL's main_ppo with the config's hyper-parameters (see the module docstring)."""
-    import tomrl.training.verl_reward as adapter
+# The veRL release whose config keys (tests/data/verl_ppo_trainer_keys.txt) and defaults the script
+# is written against; reward.custom_reward_function and its pkg:// paths need veRL 0.7.1 or later.
+VERL_VERSION = "0.9.1"
+# vLLM tensor parallelism of the rollouts. veRL's default is 2, and veRL asserts that it divides the
+# GPU count, so one GPU fails at start. Every model tomrl trains fits one GPU for generation, so each
+# GPU holds a whole copy (1 divides any GPU count), as Paper A's tom_grpo.sh sets.
+ROLLOUT_TENSOR_PARALLEL = 1
+# Paper A's tom_grpo.sh offloads the actor's parameters, gradients and optimizer state and the
+# reference model's parameters to CPU, for every size it trained (0.5B to 7B, 4 x A100 80 GB). A full
+# 7B fine-tune needs it: its fp32 weights, gradients and Adam state (about 120 GB, 30 GB a GPU on
+# four) do not fit beside vLLM's 60 % otherwise. veRL has since dropped grad_offload. Smaller models
+# run faster with OFFLOAD=False in the environment.
+PAPER_A_OFFLOAD = True
 
-    out = out.resolve()
+
+def launch_command(cfg, gpus: int, has_validation: bool) -> str:
+    """run_verl.sh: veRL's main_ppo with the config's hyper-parameters (see the module docstring).
+
+    Paths are relative to the script's own folder ($HERE) and the reward is loaded from the installed
+    tomrl package (pkg://), so the export folder can be copied to the GPU machine as it is.
+    """
+    if gpus < 1:
+        raise ConfigError(f"--gpus must be >= 1, got {gpus}")
     prompts, rollouts = cfg.prompts_per_step, cfg.rollouts_per_prompt
     micro = max(1, cfg.micro_batch_size)
     kl_in_reward = cfg.puts_kl_in_reward
-    val = out / ("validation.parquet" if has_validation else "train.parquet")
+    val = "validation.parquet" if has_validation else "train.parquet"  # veRL loads a validation set even when it never validates
     epochs = max(1, round(cfg.epochs))
+    # tomrl validates every eval.every_steps steps (0 = never) and, with eval.at_start, before the first;
+    # veRL validates when test_freq > 0 (and at the last step), and before training unless val_before_train=False.
+    validates = has_validation and cfg.eval.every_steps > 0
     settings = [
         f"algorithm.adv_estimator={ALGORITHMS[cfg.algorithm].verl_estimator}",
-        f"data.train_files={out / 'train.parquet'}",
-        f"data.val_files={val}",
+        "data.train_files=$HERE/train.parquet",
+        f"data.val_files=$HERE/{val}",
         f"data.train_batch_size={prompts}",
         f"data.max_prompt_length={cfg.max_prompt_length}",
         f"data.max_response_length={cfg.max_completion_length}",
@@ -171,27 +195,35 @@ def launch_command(cfg, out: Path, gpus: int, has_validation: bool) -> str:
         f"actor_rollout_ref.actor.use_kl_loss={not kl_in_reward and cfg.kl_coef > 0}",
         f"actor_rollout_ref.actor.kl_loss_coef={cfg.kl_coef}",
         "actor_rollout_ref.actor.kl_loss_type=low_var_kl",
+        "actor_rollout_ref.actor.fsdp_config.param_offload=$OFFLOAD",
+        "actor_rollout_ref.actor.fsdp_config.optimizer_offload=$OFFLOAD",
+        "actor_rollout_ref.ref.fsdp_config.param_offload=$OFFLOAD",
         "actor_rollout_ref.model.enable_gradient_checkpointing=True",  # as ToM-RL's tom_grpo.sh
         "actor_rollout_ref.rollout.name=vllm",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=$ROLLOUT_TP",
         f"actor_rollout_ref.rollout.n={rollouts}",
         f"actor_rollout_ref.rollout.temperature={cfg.temperature}",
         f"actor_rollout_ref.rollout.top_p={cfg.top_p}",
         "actor_rollout_ref.rollout.gpu_memory_utilization=0.6",
         f"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu={micro}",
+        f"actor_rollout_ref.rollout.val_kwargs.temperature={cfg.eval.temperature}",
+        f"actor_rollout_ref.rollout.val_kwargs.top_p={cfg.eval.top_p}",
+        f"actor_rollout_ref.rollout.val_kwargs.do_sample={cfg.eval.temperature > 0}",
         f"actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu={micro}",
         f"algorithm.use_kl_in_reward={kl_in_reward}",
         f"algorithm.kl_ctrl.kl_coef={cfg.kl_coef}",
         f"algorithm.gamma={cfg.gamma}",
-        f"custom_reward_function.path={Path(adapter.__file__).resolve()}",
-        "custom_reward_function.name=compute_score",
+        "reward.custom_reward_function.path=pkg://tomrl.training.verl_reward",
+        "reward.custom_reward_function.name=compute_score",
         "trainer.critic_warmup=0",
         "trainer.logger=[console]",
         "trainer.project_name=tomrl",
         f"trainer.experiment_name={Path(cfg.run_dir).name}",
-        "trainer.n_gpus_per_node=${N_GPUS}",
+        "trainer.n_gpus_per_node=$N_GPUS",
         "trainer.nnodes=1",
         f"trainer.save_freq={cfg.save_every}",
-        f"trainer.test_freq={cfg.eval.every_steps or -1}",
+        f"trainer.test_freq={cfg.eval.every_steps if validates else -1}",
+        f"trainer.val_before_train={validates and cfg.eval.at_start}",
         f"trainer.total_epochs={epochs}",
     ]
     if cfg.max_steps > 0:
@@ -199,18 +231,44 @@ def launch_command(cfg, out: Path, gpus: int, has_validation: bool) -> str:
     if cfg.lora.enabled:
         settings += [f"actor_rollout_ref.model.lora_rank={cfg.lora.rank}", f"actor_rollout_ref.model.lora_alpha={cfg.lora.alpha}",
                      "actor_rollout_ref.model.target_modules=all-linear"]
-    lines = "\n".join(f"    {shlex.quote(s) if '$' not in s else s} \\" for s in settings)
+    lines = "\n".join(f"    {_shell_word(s)} \\" for s in settings)
     return (
         "#!/bin/bash\n"
-        f"# veRL launch written by `tomrl export verl` from {cfg.run_dir} ({cfg.algorithm}, {cfg.model}).\n"
-        "# Needs veRL (pip install verl), vLLM and tomrl installed in the same environment.\n"
-        "# The reward is tomrl's (custom_reward_function below): the same one `tomrl train` optimises.\n"
+        f"# veRL launch written by `tomrl export verl` from {cfg.run_dir} ({cfg.algorithm}, {cfg.model}), for veRL {VERL_VERSION}.\n"
+        "#\n"
+        "# Install veRL in an environment of its own: its pins (transformers < 5.11, vLLM's torch) and tomrl's\n"
+        "# (transformers 5.23) cannot share one. The reward adapter (tomrl.training.verl_reward) needs only\n"
+        "# tomrl's reward code, pydantic and PyYAML, which veRL already brings, so add tomrl without its dependencies:\n"
+        f"#   pip install 'verl[vllm]=={VERL_VERSION}'\n"
+        "#   pip install --no-deps /path/to/tomrl          # a checkout or wheel of tomrl\n"
+        "#\n"
+        "# The reward is tomrl's (reward.custom_reward_function): the same one `tomrl train` optimises.\n"
+        "# The data paths are relative to this script, so this folder can be copied to the GPU machine as it is.\n"
+        "#   N_GPUS=1 bash run_verl.sh trainer.save_freq=100     # GPUs on this node; more key=value arguments go to veRL\n"
         "set -euo pipefail\n"
+        'HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"\n'
         f"N_GPUS=${{N_GPUS:-{gpus}}}\n"
+        "# vLLM tensor parallelism: each GPU generates with a whole copy of the model (it must divide N_GPUS).\n"
+        f"ROLLOUT_TP=${{ROLLOUT_TP:-{ROLLOUT_TENSOR_PARALLEL}}}\n"
+        "# FSDP CPU offload of the actor's parameters and optimizer state and of the reference model, as Paper A.\n"
+        f"OFFLOAD=${{OFFLOAD:-{PAPER_A_OFFLOAD}}}\n"
+        'if (( N_GPUS % ROLLOUT_TP != 0 )); then\n'
+        '    echo "ROLLOUT_TP=$ROLLOUT_TP does not divide N_GPUS=$N_GPUS" >&2\n'
+        "    exit 2\n"
+        "fi\n"
         "python3 -m verl.trainer.main_ppo \\\n"
         f"{lines}\n"
         '    "$@"\n'
     )
+
+
+def _shell_word(setting: str) -> str:
+    """One override as a shell word: quoted as is, or in double quotes where it names a script variable ($HERE, $N_GPUS)."""
+    if "$" not in setting:
+        return shlex.quote(setting)
+    if any(c in setting for c in '"\\`'):
+        raise ConfigError(f"cannot write {setting!r} into run_verl.sh")
+    return f'"{setting}"'
 
 
 def _model_path(name: str) -> str:

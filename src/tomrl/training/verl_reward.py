@@ -1,10 +1,16 @@
 """veRL reward adapter: ``compute_score(data_source, solution_str, ground_truth, extra_info)`` → tomrl's rewards.
 
-veRL loads this file by path (``custom_reward_function.path=<this file>``,
-``custom_reward_function.name=compute_score``) and calls it once per response with the
-columns of the parquet rows that ``tomrl export verl`` wrote. The score comes from
-:mod:`tomrl.rewards.functions` — the same reward, answer extractor and matcher as
-``tomrl train`` and ``tomrl eval`` — so a veRL run and a TRL run optimise the same thing.
+veRL loads this module from the installed tomrl (``reward.custom_reward_function.path=
+pkg://tomrl.training.verl_reward``, ``reward.custom_reward_function.name=compute_score``; a file
+path works too) and calls it once per response with the columns of the parquet rows that
+``tomrl export verl`` wrote. The score comes from :mod:`tomrl.rewards.functions` — the same
+reward, answer extractor and matcher as ``tomrl train`` and ``tomrl eval`` — so a veRL run and a
+TRL run optimise the same thing.
+
+veRL's environment cannot hold tomrl's dependencies (veRL pins transformers < 5.11, tomrl 5.23),
+so tomrl goes there with ``pip install --no-deps``: this module and the reward code it reaches
+import nothing beyond the standard library, pydantic and PyYAML (tests/training/test_verl_export.py
+checks it), and must stay so.
 
 ``extra_info`` (written by the exporter) says which reward (``reward``: paper, strict, paper_b,
 fidelity) and which prefill (``prefill``: the text the prompt ended with, which Paper A's
