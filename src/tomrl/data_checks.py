@@ -129,11 +129,12 @@ def run(args: argparse.Namespace) -> int:
     from tomrl.config import ConfigError
     from tomrl.schema import write_examples
 
-    if args.out and len(args.files) != 1:
+    from tomrl.outputs import check_outputs
+
+    if args.out is not None and len(args.files) != 1:
         raise ConfigError("--out takes the rows of one input file; check the files one at a time")
+    check_outputs({"--out": args.out}, inputs={"FILE": args.files})
     for path in args.files:
-        if args.out and Path(args.out).resolve() == Path(path).resolve():
-            raise ConfigError(f"{args.out}: --out must differ from the input file")
         report = ReadReport(str(path))
         examples = read_checked_examples(path, skip_bad=args.skip_bad, report=report)
         sources = ", ".join(f"{name} {count}" for name, count in sorted(Counter(e.source for e in examples).items()))
@@ -144,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"  skipped: {reason}")
         if len(report.skipped) > args.show:
             print(f"  … and {len(report.skipped) - args.show} more")
-        if args.out:
+        if args.out is not None:
             if not examples:
                 raise BadInputError(f"{path}: no row passed the checks; nothing written to {args.out}")
             write_examples(args.out, examples)

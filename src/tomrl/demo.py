@@ -132,18 +132,68 @@ def _find_config(path: str) -> Path:
 
 def run(args: argparse.Namespace) -> int:
     from tomrl.io import locked_folder
+    from tomrl.outputs import check_folder
 
     cfg = load_config(DemoConfig, args.config, args.overrides)
-    with locked_folder(cfg.out_dir, "tomrl demo"):  # a second demo on the same folder fails at once
+    out = check_folder(cfg.out_dir, "demo", key="out_dir")  # not a study, a train run, an eval …; not ''
+    with locked_folder(out, "tomrl demo"):  # a second demo on the same folder fails at once
         return _run(cfg)
+
+
+DEMO_FILE = "demo.yaml"  # the settings a demo folder was started with
+
+
+def check_settings(cfg: DemoConfig, out: Path) -> None:
+    """Refuse to continue the demo in ``out`` with other settings than it was started with (``out_dir`` aside).
+
+    The settings are in ``out/demo.yaml``; a demo folder made before that file existed is checked on what its
+    files record: the seed (``audit.json``) and the model (``train/config.yaml``).
+    """
+    from tomrl.config import config_to_dict, read_yaml
+    from tomrl.io import loads_json
+
+    recorded = out / DEMO_FILE
+    now = json.loads(json.dumps(config_to_dict(cfg)))
+    defaults = json.loads(json.dumps(config_to_dict(DemoConfig())))  # for keys tomrl gained after the demo started
+    if recorded.is_file():
+        before = read_yaml(recorded)
+        keys = set(before) | set(now)
+    else:
+        audit, train_config = out / "audit.json", out / "train" / "config.yaml"
+        seed = loads_json(audit.read_bytes(), str(audit)).get("seed") if audit.is_file() else None
+        model = read_yaml(train_config).get("model") if train_config.is_file() else None
+        before = {key: value for key, value in (("seed", seed), ("model", model)) if value is not None}
+        keys = set(before)
+    changed = sorted(k for k in keys - {"out_dir"} if before.get(k, defaults.get(k)) != now.get(k))
+    if changed:
+        details = ", ".join(f"{k}: {before.get(k, defaults.get(k))!r} -> {now.get(k)!r}" for k in changed)
+        where = f" ({recorded})" if recorded.is_file() else ""
+        raise ConfigError(
+            f"out_dir {out} holds a demo started with other settings ({details}); continue it with the settings it was "
+            f"started with{where} or choose another out_dir"
+        )
 
 
 def _run(cfg: DemoConfig) -> int:
     from rich.console import Console
 
+    from tomrl.config import save_config
+    from tomrl.outputs import mark_folder
+
     console = Console()
-    out = Path(cfg.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = Path(cfg.out_dir).expanduser()
+    # Every check before the first write: the folder's earlier settings, then the training config.
+    check_settings(cfg, out)
+    from tomrl.training.config import TrainConfig
+
+    train_dir = out / "train"
+    train_cfg = load_config(
+        TrainConfig,
+        _find_config(cfg.train_config),
+        [f"model={cfg.model}", f"run_dir={train_dir}", f"seed={cfg.seed}", *cfg.train_overrides],
+    )
+    mark_folder(out, "demo")
+    save_config(cfg, out / DEMO_FILE)
     started = time.time()
     stages = 7
 
@@ -156,16 +206,6 @@ def _run(cfg: DemoConfig) -> int:
 
     model_path = str(prepare(cfg.model)) if cfg.model in EMBEDDED_MODELS else cfg.model
     console.print(f"model: {model_path}")
-
-    # The training config decides the data; fix it (and check it) before any work starts.
-    from tomrl.training.config import TrainConfig
-
-    train_dir = out / "train"
-    train_cfg = load_config(
-        TrainConfig,
-        _find_config(cfg.train_config),
-        [f"model={cfg.model}", f"run_dir={train_dir}", f"seed={cfg.seed}", *cfg.train_overrides],
-    )
 
     # 2. Data: the curriculum and its dev split, frozen in train/data; the evaluation sets in eval_sets/.
     stage(2, "generate data")

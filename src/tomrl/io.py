@@ -225,23 +225,47 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
-# Credentials that must never reach a file: the user:password part of a URL, and strings shaped
-# like API keys (OpenAI sk-…, Hugging Face hf_…, Groq gsk_…, xAI xai-…).
-_URL_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]+@")
+# Credentials that must never reach a file or the terminal: the user:password part of a URL, a key
+# given as a URL parameter (?api-key=…, &token=…), and strings shaped like API keys (OpenAI sk-…,
+# Hugging Face hf_…, Groq gsk_…, xAI xai-…). Redaction runs on every JSON write and error message,
+# so every pattern must search in time linear in the text: each starts with a literal or a
+# one-character class, and an attempt scans only a stretch that the next attempt cannot scan again
+# (the scheme-first pattern used before re-scanned each alphanumeric run from every one of its
+# letters: 12 s for a 100 kB line). tests/reliability/test_secrets_redaction.py times them on 10 MB.
+#   Userinfo runs from '://' to the last '@' before the next '/' or whitespace, so a password with
+# an unescaped '@' is hidden whole; "http://host?to=me@example.com" loses "host?to=me" too, harmless.
+_URL_CREDENTIALS = re.compile(r"://[^/\s]+@")
+# A parameter whose name ends, in any case, in one of these words: api-key, api_key, apikey, key,
+# subscription-key, token, access_token, auth, client_secret, password, sig (signed URLs). The name
+# is matched greedily up to '=' and its ending checked by look-behinds, which is several times faster
+# than trying the words at each of its characters.
+_SECRET_PARAMETER_ENDINGS = ("key", "token", "secret", "password", "auth", "sig", "signature")
+_URL_PARAMETER_CREDENTIALS = re.compile(
+    r"([?&#;][\w.~-]*=)(?:" + "|".join(f"(?<={word}=)" for word in _SECRET_PARAMETER_ENDINGS) + r")[^&#\s\"'<>]+",
+    re.IGNORECASE,
+)
 _KEY_LIKE = re.compile(r"\b(?:sk-[A-Za-z0-9_-]{20,}|hf_[A-Za-z0-9]{30,}|gsk_[A-Za-z0-9]{40,}|xai-[A-Za-z0-9]{40,})")
 REDACTED = "***"
 
 
 def redact_secrets(value: Any) -> Any:
-    """``value`` with credentials in URLs (``http://u:KEY@host`` → ``http://***@host``) and key-like
-    strings replaced by ``***``, in strings nested anywhere in dicts, lists and tuples."""
+    """``value`` with credentials in URLs (``http://u:KEY@host`` → ``http://***@host``,
+    ``…/v1?api-key=KEY`` → ``…/v1?api-key=***``) and key-like strings replaced by ``***``, in strings
+    nested anywhere in dicts, lists and tuples. Linear in the length of each string."""
     if isinstance(value, str):
-        return _KEY_LIKE.sub(REDACTED, _URL_CREDENTIALS.sub(rf"\g<scheme>{REDACTED}@", value))
+        value = _URL_CREDENTIALS.sub(f"://{REDACTED}@", value)
+        value = _URL_PARAMETER_CREDENTIALS.sub(_redacted_parameter, value)
+        return _KEY_LIKE.sub(REDACTED, value)
     if isinstance(value, dict):
         return {key: redact_secrets(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
         return type(value)(redact_secrets(item) for item in value)
     return value
+
+
+def _redacted_parameter(match: re.Match) -> str:
+    # A function, not the template r"\g<1>***": Python 3.11 expands templates in Python, twice as slow.
+    return match.group(1) + REDACTED
 
 
 def looks_like_a_key(value: str) -> bool:

@@ -16,7 +16,6 @@ passes ``trust_remote_code=True`` (the CLI's ``--trust-remote-code``).
 
 from __future__ import annotations
 
-import functools
 import importlib
 import importlib.util
 import json
@@ -27,7 +26,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Collection
 
 
 @dataclass(frozen=True)
@@ -54,39 +53,37 @@ DEFAULT_MODEL = "smollm2-135m"
 READY_MARKER = "tomrl_prepared.json"
 
 
-_BF16_PROBE_SIZE = 256  # square matmul of the probe: small enough to run in well under a second
+# CPU features with which oneDNN computes bf16 natively (names as in /proc/cpuinfo). Without them it
+# emulates bf16, 60-100x slower than float32 (measured on an AVX2-only EPYC: 4 against 411 512x512
+# matmuls/s); with them bf16 is about 3x faster for the 135M model on the 2-core AVX512-BF16 EPYC.
+BF16_CPU_FEATURES = ("avx512_bf16", "amx_tile")
+
+
+def cpu_features() -> frozenset[str]:
+    """Which of :data:`BF16_CPU_FEATURES` this CPU has (torch's cpuinfo, which also checks that the OS
+    enables AMX)."""
+    import torch
+
+    checks = {"avx512_bf16": "_is_avx512_bf16_supported", "amx_tile": "_is_amx_tile_supported"}
+    return frozenset(name for name, check in checks.items() if getattr(torch.cpu, check, lambda: False)())
+
+
+def cpu_precision(features: Collection[str]) -> tuple[str, str]:
+    """``precision: auto`` on a CPU with ``features``, and the reason (a line worth logging).
+
+    A function of the features alone, never of a timing: a speed probe chose float32 on a loaded
+    machine and bfloat16 on an idle one, so the same run computed in different precisions.
+    """
+    native = sorted(set(features) & set(BF16_CPU_FEATURES))
+    if native:
+        return "bfloat16", f"precision auto: this CPU computes bf16 natively ({', '.join(native)}): bfloat16"
+    return "float32", "precision auto: this CPU has no native bf16 (AVX512-BF16 or AMX), where it is emulated 60-100x slower: float32"
 
 
 def cpu_runs_bf16_fast() -> tuple[bool, str]:
-    """Whether this CPU runs bf16 matmuls faster than float32, and why (a line worth logging).
-
-    A capability check first (oneDNN's native bf16: AVX512-BF16 or AMX); where it passes, a short
-    matmul probe confirms it, because a CPU without those units emulates bf16 about 60-100x slower
-    than float32 (measured on an AVX2-only EPYC: 4 against 411 matmuls/s at 512x512).
-    """
-    return _cpu_bf16_probe()
-
-
-@functools.lru_cache(maxsize=1)
-def _cpu_bf16_probe() -> tuple[bool, str]:
-    import torch
-
-    capability = torch.backends.cpu.get_cpu_capability()
-    if not torch.ops.mkldnn._is_mkldnn_bf16_supported():
-        return False, f"this CPU ({capability}) has no native bf16 (AVX512-BF16/AMX): float32"
-    rates = {}
-    for dtype in (torch.float32, torch.bfloat16):
-        a = torch.randn(_BF16_PROBE_SIZE, _BF16_PROBE_SIZE).to(dtype)
-        a @ a  # warm-up: oneDNN builds its kernel on the first call
-        started, count = time.perf_counter(), 0
-        while time.perf_counter() - started < 0.15:
-            a @ a
-            count += 1
-        rates[dtype] = count / (time.perf_counter() - started)
-    ratio = rates[torch.bfloat16] / rates[torch.float32]
-    fast = ratio > 1.0
-    verdict = "bfloat16" if fast else "float32"
-    return fast, f"this CPU ({capability}) has native bf16; probe: bf16 matmul {ratio:.2f}x float32's speed: {verdict}"
+    """Whether this CPU computes bf16 natively, hence faster than float32 (:func:`cpu_precision`), and why."""
+    chosen, why = cpu_precision(cpu_features())
+    return chosen == "bfloat16", why
 
 
 # Master weights (what the optimizer updates) are float32 on every path: CPU, one GPU, DDP, ZeRO, FSDP,
@@ -108,8 +105,9 @@ def model_init_kwargs() -> dict:
 def resolve_precision(precision: str, device_type: str) -> tuple[str, str]:
     """``precision`` with ``auto`` replaced by what is fast on ``device_type``, and the reason.
 
-    auto = bfloat16 on GPUs that support it, float32 on other GPUs; on a CPU, bfloat16 only where
-    :func:`cpu_runs_bf16_fast` says so, float32 otherwise.
+    auto = bfloat16 on GPUs that support it, float32 on other GPUs; on a CPU, bfloat16 only with
+    native bf16 units (:func:`cpu_precision`), float32 otherwise. Decided from the hardware's
+    features alone, so it is the same in every run on one machine.
     """
     if precision != "auto":
         return precision, f"precision {precision} (as configured)"
@@ -120,8 +118,31 @@ def resolve_precision(precision: str, device_type: str) -> tuple[str, str]:
         return chosen, f"precision auto on this GPU: {chosen}"
     if device_type != "cpu":
         return "float32", f"precision auto on {device_type}: float32"
-    fast, why = cpu_runs_bf16_fast()
-    return ("bfloat16" if fast else "float32"), f"precision auto: {why}"
+    return cpu_precision(cpu_features())
+
+
+def make_torch_deterministic(device_type: str) -> None:
+    """Torch's deterministic algorithms for the rest of the process when training on a CPU: the same
+    seed then gives the same weights in every run on one machine (with its thread count, which torch
+    fixes at start), idle or loaded. Called by the warm start and the RL run before they train.
+
+    Why: the backward pass of an index with repeated rows (``x[rows]``: the shared-prompt passes of
+    :mod:`tomrl.training.shared_prompt` repeat a prompt's cached keys and values to its rows) adds the
+    rows' gradients with atomic float adds from several threads once the tensor has 32,768 elements
+    or more, so the order of the additions, hence the rounding, changed from run to run. The
+    deterministic variant adds them in order. ``warn_only``: an op without a deterministic variant
+    warns instead of stopping a run. Uninitialised memory is left unfilled (a debugging aid that costs
+    a write of every new tensor; results do not read it).
+
+    GPUs keep torch's defaults: there deterministic kernels cost speed, cuBLAS needs
+    ``CUBLAS_WORKSPACE_CONFIG`` set before CUDA starts, and vLLM's sampling is not bit-reproducible.
+    """
+    if device_type != "cpu":
+        return
+    import torch
+
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.utils.deterministic.fill_uninitialized_memory = False
 
 
 def tomrl_home() -> Path:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import math
 
 import pytest
@@ -158,15 +160,16 @@ def test_groups_split_across_processes_are_refused(monkeypatch):
 
 
 class OrderOneVowels(Reward):
-    """Vowel share of the completion on order-1 questions (varies between rollouts), 0 on order-0 ones
-    (every rollout the same: a group with no signal)."""
+    """On order-1 questions a number drawn from the completion's text (different texts tie with
+    probability 2^-32; a vowel share tied now and then, which made a group of two signal-free), 0 on
+    order-0 ones (every rollout the same: a group with no signal)."""
 
     name = "order_one_vowels"
     needs = ("order",)
 
     def score(self, completion, answer=None, prefill=None, **columns):
         text = completion_text(completion)
-        share = sum(c in "aeiou" for c in text.lower()) / max(len(text), 1) if columns["order"] == 1 else 0.0
+        share = int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "big") / 2**32 if columns["order"] == 1 else 0.0
         return RewardResult(self.name, share, False, False, None, {"share": share})
 
 

@@ -54,8 +54,10 @@ def run(args: argparse.Namespace) -> int:
         return _run_study(args)
     if not args.run_dirs:
         raise ConfigError("nothing to report on: give RUN_DIR... or --study STUDY_DIR")
-    if args.out:
-        out = Path(args.out)
+    from tomrl.outputs import check_folder, check_outputs, mark_folder
+
+    if args.out is not None:
+        out = Path(args.out).expanduser()
     elif len(args.run_dirs) == 1:
         out = Path(args.run_dirs[0]) / "report"
     else:
@@ -67,6 +69,8 @@ def run(args: argparse.Namespace) -> int:
     if args.traces < 0:
         raise ConfigError(f"--traces must be 0 or more, got {args.traces}")
 
+    out = check_folder(args.out if args.out is not None else out, "report", key="--out")  # not an eval, a train run, …
+    check_outputs({"--out": out}, inputs={"RUN_DIR": args.run_dirs})
     console = Console(stderr=True)
     runs = load_runs(args.run_dirs)
     console.print(f"read {len(runs.training)} training run(s) and {len(runs.evaluations)} evaluation(s)")
@@ -75,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
     for note in options.notes:
         console.print(f"[yellow]note:[/yellow] {note}")
     written = write_report(runs, out, options)
+    mark_folder(out, "report")  # after the report: a failed one leaves no folder behind
 
     import json
 
@@ -91,7 +96,11 @@ def _run_study(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from tomrl.analysis.study_report import write_study_report
+    from tomrl.outputs import check_folder, check_outputs, mark_folder
 
-    written = write_study_report(Path(args.study), Path(args.out) if args.out else None)
+    out = check_folder(args.out if args.out is not None else Path(args.study) / "report", "report", key="--out")
+    check_outputs({"--out": out}, inputs={"--study": args.study})
+    written = write_study_report(Path(args.study), out)
+    mark_folder(out, "report")
     Console(stderr=True).print(f"study report: {written['html']} and {written['markdown']} (numbers: {written['json']})")
     return 0

@@ -61,6 +61,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from tomrl.config import ConfigError, help_of, setting
 from tomrl.io import BadInputError
+from tomrl.models import check_device
 
 CONDITIONS = ("own", "falsified", "empty", "other_story")
 CONDITION_TITLES = {
@@ -104,11 +105,18 @@ class InterventionsConfig:
             raise ConfigError(f"--limit must be >= 1, got {self.limit}")
         if self.max_new_tokens < 1 or self.answer_tokens < 1:
             raise ConfigError("--max-new-tokens and --answer-tokens must be >= 1")
+        if self.seed < 0:
+            raise ConfigError(f"--seed must be >= 0, got {self.seed}")
+        if self.batch_size < 1:
+            raise ConfigError(f"--batch-size must be >= 1, got {self.batch_size}")
+        if self.threads is not None and self.threads < 1:
+            raise ConfigError(f"--threads must be >= 1 (or left out), got {self.threads}")
+        check_device(self.device, key="--device")
         if not self.models and not self.demo:
             raise ConfigError("no model: give --model LABEL=PATH (repeatable) or --demo RUN_DIR")
         if not self.data and not self.demo:
             raise ConfigError("no questions: give --data FILE.jsonl (or --demo RUN_DIR)")
-        if not self.out and not self.demo:
+        if self.out is None and not self.demo:
             raise ConfigError("say where the results go: --out DIR")
         from tomrl.generation.registry import engine_names
 
@@ -234,7 +242,7 @@ def make_plan(cfg: InterventionsConfig) -> Plan:
     if len(set(labels)) != len(labels):
         raise ConfigError(f"two models share a label ({', '.join(sorted({l for l in labels if labels.count(l) > 1}))}): name them LABEL=PATH")
     data = Path(cfg.data) if cfg.data else Path(cfg.demo) / "eval_sets" / "neutral.jsonl"
-    out = Path(cfg.out) if cfg.out else Path(cfg.demo) / "analysis" / "interventions"
+    out = Path(cfg.out).expanduser() if cfg.out is not None else Path(cfg.demo) / "analysis" / "interventions"
     examples, _ = load_questions(data)
     chosen = select(examples, cfg.limit, cfg.seed)
     return Plan(models, data, out, chosen, len(examples), pick_donors(chosen, cfg.seed))
@@ -314,11 +322,18 @@ def run_interventions(cfg: InterventionsConfig, engine_for: EngineFor | None = N
     registry, as ``tomrl eval``); it is called only for models with generations left to do.
     """
     from tomrl.io import locked_folder
+    from tomrl.outputs import check_folder, check_outputs, mark_folder
 
     plan = make_plan(cfg)
+    # Before anything is written: not an eval, a demo, a train run … (their run.json is not this one's).
+    check_folder(cfg.out if cfg.out is not None else plan.out, "analyze-interventions", key="--out")
+    written = [plan.out / name for name in ("run.json", "traces.jsonl", "samples.jsonl", "interventions.json")]
+    models = [m.path for m in plan.models if Path(m.path).exists()]  # a hub id is not a path
+    check_outputs({"--out": [plan.out, *written]}, inputs={"--data": plan.data, "--model": models})
     with locked_folder(plan.out, "tomrl analyze interventions"):
         plan.out.mkdir(parents=True, exist_ok=True)
         _check_and_record(plan.out, _settings(cfg, plan), plan.models)
+        mark_folder(plan.out, "analyze-interventions")
         traces = _finished(plan.out / "traces.jsonl", _trace_key)
         samples = _finished(plan.out / "samples.jsonl", _sample_key)
         engine_for = engine_for or hf_engine_for(cfg)

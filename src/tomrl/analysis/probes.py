@@ -96,13 +96,17 @@ def demo_plan(run_dir: Path) -> ProbePlan:
 
 
 def make_plan(args: argparse.Namespace) -> ProbePlan:
+    from tomrl.outputs import require_path
+
+    if args.out is not None:
+        require_path(args.out, "--out")  # '' is no folder, not the working folder
     if args.demo and args.model:
         raise ConfigError("give --demo RUN_DIR or --model LABEL=PATH, not both")
     if args.demo:
         plan = demo_plan(Path(args.demo))
     elif args.model:
         plan = ProbePlan([parse_model(m) for m in args.model], [], Path(args.out or "."), PromptConfig())
-        if not args.out:
+        if args.out is None:
             raise ConfigError("say where the probes go with --out DIR (or use --demo RUN_DIR)")
     else:
         raise ConfigError("nothing to probe: give --model LABEL=PATH (repeatable) or --demo RUN_DIR")
@@ -115,7 +119,7 @@ def make_plan(args: argparse.Namespace) -> ProbePlan:
         raise ConfigError("no questions: give --data FILE.jsonl")
     style = args.prompt_style or plan.prompt.style
     prefill = args.prefill if args.prefill is not None else (plan.prompt.prefill if style == plan.prompt.style else None)
-    return ProbePlan(plan.models, list(data), Path(args.out) if args.out else plan.out, PromptConfig(style, prefill))
+    return ProbePlan(plan.models, list(data), plan.out if args.out is None else Path(args.out).expanduser(), PromptConfig(style, prefill))
 
 
 def probe_models(
@@ -138,11 +142,15 @@ def probe_models(
     from tomrl.analysis.probes_labels import TARGETS, read_probe_questions, select_questions
     from tomrl.io import atomic_write_json, locked_folder
     from tomrl.models import check_model_reference
+    from tomrl.outputs import check_folder, check_outputs, mark_folder
 
     console = console or Console(stderr=True)
     started = time.perf_counter()
     for _, model in models:
         check_model_reference(model, key="--model")
+    check_folder(out, "analyze-probes", key="--out")  # not an eval, a demo, a train run …
+    check_outputs({"--out": [out, out / "probes.json"]},
+                  inputs={"--data": list(data), "--model": [model for _, model in models if Path(model).exists()]})
     # 1. Questions and labels first: a bad row fails before any model is loaded.
     questions = select_questions(read_probe_questions(data), limit or None, options.seed)
     story_ids = [q.example.story_id for q in questions]
@@ -158,6 +166,7 @@ def probe_models(
                       f"interval is about ±{widest_half_width(len(questions)):.0f} points wide")
     with locked_folder(out, "tomrl analyze probes"):
         out.mkdir(parents=True, exist_ok=True)
+        mark_folder(out, "analyze-probes")
         # 2. Hidden states, one model at a time (cached per model).
         features = {}
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
@@ -230,6 +239,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.threads is not None and args.threads < 1:
         raise ConfigError(f"--threads must be >= 1, got {args.threads}")
+    if args.seed < 0:
+        raise ConfigError(f"--seed must be >= 0, got {args.seed}")
     if args.limit < 0:
         raise ConfigError(f"--limit must be >= 0 (0 = all), got {args.limit}")
     try:

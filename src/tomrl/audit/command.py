@@ -99,9 +99,13 @@ def run(args: argparse.Namespace) -> int:
 
     from tomrl.audit.report import audit, to_markdown
     from tomrl.io import atomic_write_json, atomic_write_text
+    from tomrl.outputs import check_outputs
 
     if args.data:
         os.environ["TOMRL_DATA"] = str(Path(args.data).expanduser())
+    specs = {"--train": [args.train] if args.train else [], "--test": list(args.test)}
+    files = {flag: [spec for spec in given if Path(spec).expanduser().exists()] for flag, given in specs.items()}  # not loader names
+    check_outputs({"--json": args.json_out, "--markdown": args.markdown}, inputs=files)
     inputs, skipped = _read_all(([args.train] if args.train else []) + list(args.test), args.skip_bad)
     train = inputs[0] if args.train else None
     tests = inputs[1:] if args.train else inputs
@@ -110,8 +114,8 @@ def run(args: argparse.Namespace) -> int:
         report["skipped_lines"] = skipped
     markdown = to_markdown(report)
     print(markdown)
-    if args.markdown:
+    if args.markdown is not None:
         atomic_write_text(args.markdown, markdown)
-    if args.json_out:
+    if args.json_out is not None:
         atomic_write_json(args.json_out, report)
     return 0

@@ -258,6 +258,12 @@ def resolve(names: list[str]) -> list[tuple[Benchmark, bool]]:
                 chosen[benchmark.name] = benchmark.needs_user_file  # a task of optional data (FANToM) is skipped when absent
         else:  # a .jsonl file
             benchmark = file_benchmark(name)
+            earlier = files.get(benchmark.name)
+            if earlier is not None and Path(earlier.loader_options["path"]).resolve() != Path(benchmark.loader_options["path"]).resolve():
+                raise ConfigError(
+                    f"--benchmark: {earlier.loader_options['path']} and {name} would both be named {benchmark.name} "
+                    "(a file benchmark is named after the file); rename or copy one of them"
+                )
             files[benchmark.name] = benchmark
             chosen[benchmark.name] = False
     return [(files.get(name) or BENCHMARKS[name], optional) for name, optional in chosen.items()]

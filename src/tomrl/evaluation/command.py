@@ -81,7 +81,13 @@ def run(args: argparse.Namespace) -> int:
             path = Path(folder) / "results.json" if Path(folder).is_dir() else Path(folder)
             if not path.is_file():
                 raise ConfigError(f"{path}: no results.json (run tomrl eval first)")
-            results.append(json.loads(path.read_text(encoding="utf-8")))
+            try:
+                result = json.loads(path.read_text(encoding="utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError) as error:
+                raise ConfigError(f"--table {folder}: {path} is not a tomrl eval results.json ({error}); give an eval folder") from None
+            if not isinstance(result, dict) or not isinstance(result.get("benchmarks"), dict):
+                raise ConfigError(f"--table {folder}: {path} is not a tomrl eval results.json (no 'benchmarks'); give an eval folder")
+            results.append(result)
         print(markdown_table(results, all_paper_rows=args.all_paper_rows))
         return 0
 
@@ -94,6 +100,9 @@ def run(args: argparse.Namespace) -> int:
         names = [n.strip() for value in args.benchmark for n in value.split(",") if n.strip()]
         overrides.append(f"benchmarks={json.dumps(names)}")
     if args.greedy:
+        clash = [item for item in args.overrides if item.split("=", 1)[0].strip() in ("temperature", "top_p")]
+        if clash:
+            raise ConfigError(f"--greedy and {clash[0]} disagree: --greedy decodes with temperature 0; drop one of them")
         overrides.append("temperature=0")
     if args.skip_bad:
         overrides.append("skip_bad=true")
@@ -101,6 +110,11 @@ def run(args: argparse.Namespace) -> int:
         if "=" not in item:
             raise ConfigError(f"unexpected argument '{item}': overrides are key=value (see tomrl eval --help)")
     cfg = load_config(EvalConfig, args.config, overrides + list(args.overrides))
+    from tomrl.evaluation.runner import default_out_dir
+    from tomrl.outputs import check_folder
+
+    # First, in a second: --out is not another command's folder (run_eval checks again, for its other callers).
+    check_folder(cfg.out if cfg.out is not None else default_out_dir(cfg), "eval", key="--out")
     if cfg.engine == "vllm":  # before the run folder, the data or any model: vLLM and a GPU are there
         from tomrl.generation.vllm import require_vllm
 
@@ -114,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
 
         check_device(cfg.device)
 
-    from tomrl.evaluation.runner import default_out_dir, run_eval
+    from tomrl.evaluation.runner import run_eval
     from tomrl.evaluation.table import markdown_table, summary_markdown
 
     try:

@@ -27,7 +27,10 @@ A run folder holds:
 Resuming: started again with the same folder (the default folder is derived from the model and
 generation settings, so the same command resumes by itself), a run reads ``samples.jsonl``,
 drops a line cut in half by a crash, and generates only the questions that have no line yet.
-API calls that failed after their retries are not recorded, so they are retried.
+API calls that failed after their retries are not recorded, so they are retried. Each question
+samples from its own seed, ``request_seed(seed, benchmark, question id, 0)`` (0: the sample
+index; one sample per question), so a resumed sampled run writes the answers an uninterrupted
+one would have (``hf`` and ``vllm`` engines, :mod:`tomrl.generation.base`).
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ import json
 import re
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -45,7 +48,7 @@ from tomrl.audit.partial import nesting_required_ids
 from tomrl.config import ConfigError, config_to_dict
 from tomrl.evaluation.benchmarks import Benchmark, DataMissing, load_examples, resolve, select
 from tomrl.evaluation.config import EvalConfig, generation_settings
-from tomrl.generation.base import Sampling
+from tomrl.generation.base import Sampling, request_seed
 from tomrl.evaluation.results import DEFAULT_SCHEMES, SCHEME_FIELDS, no_tom_rules, summarize_benchmark, summarize_pairs, throughput
 from tomrl.io import JsonlAppender, atomic_write_json, atomic_write_text, iter_jsonl
 from tomrl.schema import Example
@@ -180,13 +183,16 @@ def run_eval(cfg: EvalConfig, log: Callable[[str], None] = print, engine=None) -
     this one's pid, instead of generating the same answers twice.
     """
     from tomrl.io import locked_folder
+    from tomrl.outputs import check_folder
 
-    with locked_folder(Path(cfg.out) if cfg.out else default_out_dir(cfg), "tomrl eval"):
+    # Before anything is written: not a train run, a study, a demo, … (an empty --out is refused too).
+    out_dir = check_folder(cfg.out if cfg.out is not None else default_out_dir(cfg), "eval", key="--out")
+    with locked_folder(out_dir, "tomrl eval"):
         return _run_eval(cfg, log, engine)
 
 
 def _run_eval(cfg: EvalConfig, log: Callable[[str], None], engine) -> EvalOutcome:
-    out_dir = Path(cfg.out) if cfg.out else default_out_dir(cfg)
+    out_dir = Path(cfg.out).expanduser() if cfg.out is not None else default_out_dir(cfg)
     folder = _RunFolder(out_dir)
     chosen = resolve(cfg.benchmarks)
     sampling = Sampling(
@@ -215,7 +221,13 @@ def _run_eval(cfg: EvalConfig, log: Callable[[str], None], engine) -> EvalOutcom
             log(f"{benchmark.name}: skipped, data not present: {missing}")  # whole: it says how to obtain the data
             continue
         plans.append((benchmark, examples))
+    from tomrl.outputs import check_outputs, mark_folder
+
+    written = [folder.card, folder.samples, folder.timing, out_dir / "results.json", out_dir / "table.md"]
+    read = [b.loader_options["path"] for b, _ in plans if isinstance(b.loader_options.get("path"), str)]
+    check_outputs({"--out": written}, inputs={"--benchmark": read})
     folder.check_and_record(cfg, [b for b, _ in plans])
+    mark_folder(out_dir, "eval")  # after the settings check: a refused resume writes nothing
     done = folder.finished()
 
     # 2. Generate what is missing, all benchmarks in one stream (the engine keeps its batch full
@@ -259,6 +271,8 @@ def _generate(todo: list[tuple[Benchmark, Example]], cfg, engine, sampling, samp
         messages = build_messages(example, prompt.style)
         prompts.append(render_messages(messages, engine.tokenizer) + prefill if engine.prompt_kind == "text" else messages)
         styles.append((prompt.style, prefill))
+    # Each question's own random stream, whatever else is generated with it (or was, before a resume).
+    sampling = replace(sampling, seeds=tuple(request_seed(cfg.seed, benchmark.name, example.id, 0) for benchmark, example in todo))
     log(f"generating {len(todo)} answers …")
     started = segment_start = time.perf_counter()
     segment: Counter = Counter()

@@ -11,6 +11,13 @@ All of them yield :class:`Completion` objects *as they finish* (not necessarily 
 order), so the evaluation runner can append each one to ``samples.jsonl`` at once and a killed
 run loses at most the completions still in flight.
 
+Every prompt samples from its own random stream, seeded by ``Sampling.seeds`` (one seed per
+prompt; callers derive it with :func:`request_seed` from the run seed and what identifies the
+request: question id and sample index, or training step, prompt and sample), so a sampled
+answer does not depend on which prompts share its batch, the batch size, the prompt order, or
+where an interrupted run was resumed. :func:`sample_tokens` is how the ``hf`` engine and the slot
+decoder draw a token from that stream.
+
     from tomrl.generation import Sampling, make_engine
     engine = make_engine(cfg)                       # cfg: tomrl.evaluation.config.EvalConfig
     for done in engine.generate(prompts, Sampling(temperature=0.6, top_p=0.95, max_new_tokens=512)):
@@ -22,6 +29,7 @@ so every engine module can import it without an import circle.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Protocol, Sequence
 
@@ -29,6 +37,15 @@ from typing import Any, Iterator, Protocol, Sequence
 PAPER_TEMPERATURE = 0.6
 PAPER_TOP_P = 0.95
 DEFAULT_STOP = ("</answer>",)
+TOP_P_CANDIDATES = 64  # tokens looked at before falling back to a full sort for top-p
+
+
+def request_seed(seed: int, *key: object) -> int:
+    """The sampling seed of one request: a hash of the run's ``seed`` and what identifies the
+    request (e.g. benchmark, question id, sample index), the same in every process and Python
+    version (``hash()`` is salted per process); 63 bits, which every engine's seed takes."""
+    text = "\x1f".join(str(part) for part in (seed, *key))
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little") >> 1
 
 
 @dataclass(frozen=True)
@@ -39,7 +56,10 @@ class Sampling:
     top_p: float = PAPER_TOP_P
     max_new_tokens: int = 1024
     stop: tuple[str, ...] = DEFAULT_STOP  # generation ends right after the first of these strings
-    seed: int = 0
+    seed: int = 0  # without ``seeds``, prompt i samples from the stream seeded with seed + i
+    # One seed per prompt (see request_seed): prompt i's tokens are drawn from a stream seeded with
+    # seeds[i] alone, so its answer is the same in any batch, order or resumed run.
+    seeds: tuple[int, ...] | None = None
     ignore_eos: bool = False  # never pick EOS: every prompt runs to max_new_tokens (throughput benchmarks only)
     logprobs: bool = False  # also return each sampled token's log-probability (hf slots path; for RL rollouts)
 
@@ -54,6 +74,14 @@ class Sampling:
     @property
     def greedy(self) -> bool:
         return self.temperature == 0
+
+    def request_seeds(self, count: int) -> list[int]:
+        """The seed of each of ``count`` prompts: ``seeds``, or ``seed + i`` without them."""
+        if self.seeds is None:
+            return [self.seed + i for i in range(count)]
+        if len(self.seeds) != count:
+            raise ValueError(f"Sampling.seeds has {len(self.seeds)} seeds for {count} prompts")
+        return list(self.seeds)
 
 
 @dataclass
@@ -145,6 +173,76 @@ def eos_token_ids(model: Any, tokenizer: Any) -> set[int]:
             continue
         ids.update(value if isinstance(value, (list, tuple)) else [value])
     return ids
+
+
+def request_generators(seeds: Sequence[int]) -> list:
+    """One CPU ``torch.Generator`` per request, seeded with its seed (CPU: the draws are the same on any device)."""
+    import torch
+
+    return [torch.Generator().manual_seed(seed) for seed in seeds]
+
+
+def sample_tokens(logits, sampling: Sampling, generators: Sequence[Any]):
+    """One token per row of ``logits`` [rows, vocab] as ``sampling`` says; row i draws from ``generators[i]`` alone.
+
+    Temperature, then top-p (vLLM's rule: keep a token while the mass before it is below
+    ``top_p``), then one uniform number u from the row's generator picks the token whose
+    cumulative mass, in token-id order, first exceeds u times the kept mass (inverse CDF). Each row
+    costs its generator exactly one draw per token, whatever the other rows, the batch size or the
+    top-p path (the top ``TOP_P_CANDIDATES`` tokens, or a full sort when they hold less than
+    ``top_p``) are; token-id order makes near-tied tokens swapping ranks change nothing. A row whose
+    generator is None (a free slot, whose token is discarded) draws nothing. Greedy: the argmax.
+    """
+    import torch
+
+    if sampling.greedy:
+        return logits.argmax(dim=-1)
+    probs = torch.softmax(logits.float() / sampling.temperature, dim=-1)
+    weights, index = probs, None  # the weights of the tokens index[i] (None: of every token, by id)
+    if sampling.top_p < 1.0:
+        top, top_index = probs.topk(min(TOP_P_CANDIDATES, probs.shape[-1]), dim=-1)
+        if bool((top.sum(dim=-1) >= sampling.top_p).all()):
+            keep = (top.cumsum(dim=-1) - top) < sampling.top_p
+            order = torch.where(keep, top_index, probs.shape[-1]).argsort(dim=-1)  # kept tokens by id, the others after
+            weights, index = (top * keep).gather(1, order), top_index.gather(1, order)
+        else:
+            top, top_index = probs.sort(dim=-1, descending=True)
+            keep = (top.cumsum(dim=-1) - top) < sampling.top_p
+            weights = probs * torch.zeros_like(keep).scatter_(1, top_index, keep)
+    # float64: the mass of a long tail of tiny probabilities is not lost to rounding.
+    cumulative = weights.double().cumsum(dim=-1)
+    total = cumulative[:, -1:]
+    uniform = [float(torch.rand((), generator=g)) if g is not None else 0.0 for g in generators]
+    threshold = torch.tensor(uniform, dtype=torch.float64, device=logits.device).unsqueeze(1) * total
+    threshold = torch.minimum(threshold, torch.nextafter(total, torch.zeros_like(total)))  # never past the last kept token
+    choice = torch.searchsorted(cumulative, threshold, right=True)
+    return (choice if index is None else index.gather(1, choice)).squeeze(1)
+
+
+class RequestSampler:
+    """A ``model.generate`` logits processor that samples as :func:`sample_tokens` (row i of the
+    batch from ``generators[i]``) and leaves the chosen token as the only finite score, so that
+    greedy decoding (``do_sample=False``) emits it. :func:`generate_sampling_kwargs` sets it up."""
+
+    def __init__(self, sampling: Sampling, generators: Sequence[Any]):
+        self.sampling = sampling
+        self.generators = list(generators)
+
+    def __call__(self, input_ids, scores):
+        import torch
+
+        tokens = sample_tokens(scores, self.sampling, self.generators)
+        return torch.full_like(scores, float("-inf")).scatter_(1, tokens.unsqueeze(1), 0.0)
+
+
+def generate_sampling_kwargs(sampling: Sampling, seeds: Sequence[int]) -> dict[str, Any]:
+    """``model.generate`` arguments that pick tokens as ``sampling`` does, one request (row) per seed."""
+    kwargs: dict[str, Any] = dict(do_sample=False, temperature=None, top_p=None, top_k=None)
+    if not sampling.greedy:
+        from transformers import LogitsProcessorList
+
+        kwargs["logits_processor"] = LogitsProcessorList([RequestSampler(sampling, request_generators(seeds))])
+    return kwargs
 
 
 def left_padded(token_lists: Sequence[list[int]], pad_id: int):

@@ -20,15 +20,24 @@ with ``stop_at_answer``; none by default, as the papers generate to EOS), and re
 generated token ids and their count per completion (per-token log-probabilities: slots path
 only). Greedy outputs of the two paths are identical in float32 (tested on tiny Llama, Qwen2
 and Qwen3 models, and on the embedded model in the slow tests); in bf16 the two paths round
-differently, so near-ties can flip. Sampling uses one seeded generator per request, so sampled
-answers depend on which prompts share a batch.
+differently, so near-ties can flip.
+
+Sampling: each prompt draws from its own generator, seeded by ``Sampling.seeds`` (``tomrl eval``
+seeds prompt i from the run seed, the benchmark, the question id and the sample index), one draw
+per token (:func:`tomrl.generation.base.sample_tokens`). The slot decoder keeps one generator per
+slot; the ``generate`` path keeps its batches and replaces ``model.generate``'s sampler with a
+logits processor that draws each row from its request's generator
+(:class:`tomrl.generation.base.RequestSampler`), which was less code than routing sampled
+requests elsewhere. A sampled answer is therefore the same whichever prompts share its batch,
+in any batch size or order and in a resumed run, and both paths draw the same tokens from the
+same logits.
 """
 
 from __future__ import annotations
 
 from typing import Iterator, Sequence
 
-from tomrl.generation.base import Completion, Sampling, cut_at_stop, eos_token_ids, left_padded
+from tomrl.generation.base import Completion, Sampling, cut_at_stop, eos_token_ids, generate_sampling_kwargs, left_padded
 from tomrl.generation.slots import SLOT_ARCHITECTURES, SlotGenerator, SlotModel, slot_path_supported
 
 
@@ -123,20 +132,15 @@ class HFEngine:
 
     def _generate_plain(self, token_lists: list[list[int]], sampling: Sampling) -> Iterator[Completion]:
         """``model.generate`` on left-padded batches of similar length (the fallback path)."""
-        torch = self._torch
         order = sorted(range(len(token_lists)), key=lambda i: -len(token_lists[i]))
         pad_id = self.tokenizer.pad_token_id
-        generator_seed = sampling.seed
+        seeds = sampling.request_seeds(len(token_lists))
         for start in range(0, len(order), self.batch_size):
             batch = order[start : start + self.batch_size]
             ids, mask = left_padded([token_lists[i] for i in batch], pad_id)
             width = ids.shape[1]
-            torch.manual_seed(generator_seed + start)
             kwargs = dict(max_new_tokens=sampling.max_new_tokens, pad_token_id=pad_id, eos_token_id=sorted(self.eos_ids))
-            if sampling.greedy:
-                kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
-            else:
-                kwargs.update(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p, top_k=None)
+            kwargs.update(generate_sampling_kwargs(sampling, [seeds[i] for i in batch]))
             if sampling.stop:
                 kwargs.update(stop_strings=list(sampling.stop), tokenizer=self.tokenizer)
             if sampling.ignore_eos:

@@ -27,8 +27,12 @@ cache; this path avoids both:
   prefilled once, its keys and values copied to the slots of its repeats (``share_repeats``);
 - when the queue is empty, finished rows are dropped from the batch (compaction);
 - q/k/v and gate/up projections fused into one matmul each, RMSNorm in three operations;
-- top-p sampling looks at the top 64 tokens first and sorts the whole vocabulary only for rows
-  whose top 64 hold less than ``top_p`` of the mass (exact either way).
+- top-p sampling looks at the top 64 tokens first and sorts the whole vocabulary only when a
+  row's top 64 hold less than ``top_p`` of the mass (the same tokens are drawn either way);
+- each prompt draws its tokens from its own generator (seeded by ``Sampling.seeds``,
+  :func:`tomrl.generation.base.sample_tokens`), so a sampled answer is the same whichever prompts
+  share the batch, in any order, batch size or resumed run (up to the floating-point differences
+  of batched arithmetic, which can flip a near-tie).
 
 Greedy outputs equal ``model.generate``'s in float32 (tested on tiny Llama, Qwen2 and Qwen3
 models, token ids included, and on the embedded model in the slow tests). With
@@ -63,10 +67,9 @@ import weakref
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from tomrl.generation.base import Completion, Sampling, cut_at_stop
+from tomrl.generation.base import Completion, Sampling, cut_at_stop, request_generators, sample_tokens
 
 SLOT_ARCHITECTURES = ("llama", "qwen2", "qwen3")
-TOP_P_CANDIDATES = 64  # tokens looked at before falling back to a full sort for top-p
 MIN_PREFIX_TOKENS = 16  # a shorter common prefix is not worth a separate pass
 PREFILL_TOKEN_BUDGET = 4096  # prompt tokens per prefill pass (bounds activation memory)
 PACK_BATCH_HINT = 64  # rows the prepacked weights are laid out for (any row count works)
@@ -430,37 +433,19 @@ class SlotGenerator:
         row = {p: r for r, p in enumerate(distinct)}
         return logits.index_select(0, torch.tensor([row[o] for o in owner], device=logits.device))
 
-    def _choose(self, logits, sampling: Sampling, generator):
-        """The next token of every row, and (with ``sampling.logprobs``) its float32 log-probability
-        under ``logits / temperature`` (the unscaled logits when greedy), as a list; else None."""
+    def _choose(self, logits, sampling: Sampling, generators: list):
+        """The next token of every row (row i drawn from ``generators[i]``, see :func:`sample_tokens`), and
+        (with ``sampling.logprobs``) its float32 log-probability under ``logits / temperature`` (the
+        unscaled logits when greedy), as a list; else None."""
         if sampling.ignore_eos and self.eos_ids:
             # As model.generate's min_new_tokens: EOS is never chosen.
             logits[:, sorted(self.eos_ids)] = float("-inf")
-        tokens = self._sample(logits, sampling, generator)
+        tokens = sample_tokens(logits, sampling, generators)
         if not sampling.logprobs:
             return tokens, None
         scaled = logits.float() if sampling.greedy else logits.float() / sampling.temperature
         chosen = self.torch.log_softmax(scaled, dim=-1).gather(1, tokens.unsqueeze(1)).squeeze(1)
         return tokens, chosen.tolist()
-
-    def _sample(self, logits, sampling: Sampling, generator):
-        torch = self.torch
-        if sampling.greedy:
-            return logits.argmax(dim=-1)
-        probs = torch.softmax(logits / sampling.temperature, dim=-1)
-        if sampling.top_p < 1.0:
-            k = min(TOP_P_CANDIDATES, probs.shape[-1])
-            top_values, top_index = probs.topk(k, dim=-1)
-            mass = top_values.cumsum(-1)
-            if not bool((mass[:, -1] >= sampling.top_p).all()):
-                top_values, top_index = probs.sort(dim=-1, descending=True)
-                mass = top_values.cumsum(-1)
-            # Keep a token while the mass before it is below top_p: the smallest set whose
-            # mass reaches top_p (vLLM's rule).
-            keep = (mass - top_values) < sampling.top_p
-            choice = torch.multinomial(top_values * keep, 1, generator=generator)
-            return top_index.gather(1, choice).squeeze(1)
-        return torch.multinomial(probs, 1, generator=generator).squeeze(1)
 
     def _stop_candidates(self, sampling: Sampling) -> set[int]:
         """Token ids whose text contains the last character of a stop string: only those can
@@ -480,7 +465,8 @@ class SlotGenerator:
     def run(self, token_lists: list[list[int]], sampling: Sampling) -> Iterator[Completion]:
         torch = self.torch
         model = self.model
-        generator = torch.Generator(device=self.device).manual_seed(sampling.seed)
+        seeds = sampling.request_seeds(len(token_lists))
+        generators: dict[int, Any] = {}  # prompt index -> its own generator, while it holds a slot
         stop_tokens = self._stop_candidates(sampling)
         longest_stop = max((len(s) for s in sampling.stop), default=0)
 
@@ -521,6 +507,7 @@ class SlotGenerator:
                 return None
             owner[slot] = -1
             del generated[index]
+            generators.pop(index, None)
             text, _ = cut_at_stop(self.tokenizer.decode(out, skip_special_tokens=True), sampling.stop)
             return Completion(
                 index=index,
@@ -542,8 +529,10 @@ class SlotGenerator:
                         owner[slot] = i
                         generated[i] = []
                         logprobs[i] = []
+                        if not sampling.greedy:
+                            generators[i] = request_generators([seeds[i]])[0]
                     logits = self._prefill(cache, group_slots, group, token_lists, start, prefix)
-                    first, first_logprobs = self._choose(logits, sampling, generator)
+                    first, first_logprobs = self._choose(logits, sampling, [generators.get(i) for i in group])
                     last_token[group_slots] = first
                     for row, (slot, token) in enumerate(zip(group_slots, first.tolist())):
                         done = accept(slot, token, first_logprobs[row] if first_logprobs is not None else None)
@@ -563,7 +552,8 @@ class SlotGenerator:
                 idle = torch.tensor([o < 0 for o in owner], device=self.device)
                 cache.lengths.masked_fill_(idle, 0)
             cache.ensure_capacity(int(cache.lengths.max()) + 1)
-            tokens, step_logprobs = self._choose(model.decode(cache, last_token, prefix), sampling, generator)
+            row_generators = [generators.get(o) for o in owner]  # None for a free slot: it draws nothing
+            tokens, step_logprobs = self._choose(model.decode(cache, last_token, prefix), sampling, row_generators)
             last_token = tokens
             for slot, token in enumerate(tokens.tolist()):
                 if owner[slot] >= 0:

@@ -8,10 +8,10 @@ there; ``tomrl eval engine=vllm`` and ``tomrl train use_vllm=true`` call it befo
 
 Prompts are rendered here with the model's own tokenizer (prefill included) and passed to
 ``LLM.generate`` as text, so they are byte for byte what the ``hf`` engine sees. Each prompt gets
-its own sampling seed (``seed + prompt number``), so a sampled answer does not depend on which
-other prompts share its batch, and a resumed run draws the same answers. Generation ends at EOS,
-the token budget, or right after a ``Sampling.stop`` string (kept in the output; ``</answer>`` with
-``stop_at_answer``). Prompts go to vLLM in chunks of
+its own sampling seed (``Sampling.seeds``; ``tomrl eval`` derives one per question, so a resumed
+run draws the same answers), so a sampled answer does not depend on which other prompts share its
+batch. Generation ends at EOS, the token budget, or right after a ``Sampling.stop`` string (kept in
+the output; ``</answer>`` with ``stop_at_answer``). Prompts go to vLLM in chunks of
 ``CHUNK`` so that finished answers reach ``samples.jsonl`` while the rest are still running.
 Completions carry vLLM's generated token ids; ``Sampling.logprobs`` is not filled here (vLLM's
 default log-probabilities are of the unscaled logits, not of ``logits / temperature``).
@@ -111,7 +111,7 @@ class VLLMEngine:
             described["tensor_parallel_size"] = self.settings.tensor_parallel_size
         return described
 
-    def sampling_params(self, sampling: Sampling, index: int):
+    def sampling_params(self, sampling: Sampling, seed: int):
         from vllm import SamplingParams
 
         return SamplingParams(
@@ -121,13 +121,14 @@ class VLLMEngine:
             stop=list(sampling.stop),
             include_stop_str_in_output=True,
             ignore_eos=sampling.ignore_eos,
-            seed=sampling.seed + index,
+            seed=seed,
         )
 
     def generate(self, prompts: Sequence[str], sampling: Sampling) -> Iterator[Completion]:
+        seeds = sampling.request_seeds(len(prompts))
         for start in range(0, len(prompts), CHUNK):
             chunk = list(prompts[start : start + CHUNK])
-            params = [self.sampling_params(sampling, start + i) for i in range(len(chunk))]
+            params = [self.sampling_params(sampling, seeds[start + i]) for i in range(len(chunk))]
             outputs = self.llm.generate(chunk, params, use_tqdm=False)
             for offset, output in enumerate(outputs):
                 generated = output.outputs[0]

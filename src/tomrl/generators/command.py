@@ -104,9 +104,12 @@ def run(args: argparse.Namespace) -> int:
     from collections import Counter
 
     from tomrl.generators import generate
+    from tomrl.outputs import check_outputs
     from tomrl.schema import write_examples
 
     cfg = config_from_args(args)
+    # --exclude and exclude_stories_from= (flag, config file or override) end up in one list.
+    check_outputs({"--out": args.out}, inputs={"--config": args.config, "--exclude": cfg.exclude_stories_from})
     reports: list = []
     examples = generate(cfg, skip_bad=args.skip_bad, reports=reports)
     for report in reports:

@@ -129,8 +129,8 @@ class GenerateConfig:
         unknown = sorted(set(self.split_fractions) - set(SPLITS))
         if unknown:
             raise ValueError(f"split_fractions: unknown split '{unknown[0]}' (use {', '.join(SPLITS)})")
-        if not self.split_fractions or any(v < 0 for v in self.split_fractions.values()):
-            raise ValueError("split_fractions: give at least one split, with fractions >= 0")
+        if not self.split_fractions or any(not (math.isfinite(v) and v >= 0) for v in self.split_fractions.values()):
+            raise ValueError(f"split_fractions: give at least one split, with finite fractions >= 0, got {self.split_fractions}")
         if abs(sum(self.split_fractions.values()) - 1.0) > 1e-6:
             raise ValueError(f"split_fractions must sum to 1, got {sum(self.split_fractions.values())}")
         if not 0.0 <= self.neutral_nesting_share <= 1.0:
@@ -139,6 +139,11 @@ class GenerateConfig:
             raise ValueError(f"distractor_prob must be in [0, 1), got {self.distractor_prob}")
         if not self.orders or any(not 0 <= o <= HITOM_MAX_ORDER for o in self.orders):
             raise ValueError(f"orders must be a non-empty list of 0..{HITOM_MAX_ORDER}, got {self.orders}")
+        if self.benchmark == "tomi" and list(self.orders) != list(range(HITOM_MAX_ORDER + 1)):
+            raise ValueError(
+                f"orders={self.orders} applies to Hi-ToM only; ToMi asks orders 0-2 by question type: set tomi_question_types "
+                "(first_order = order 1, second_order = 2, reality and memory = 0)"
+            )
         if not self.deception:
             raise ValueError("deception must list false and/or true")
         if not self.lengths or any(not 1 <= n <= HITOM_MAX_CHAPTERS for n in self.lengths):

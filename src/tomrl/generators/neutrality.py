@@ -355,6 +355,7 @@ def to_markdown(result: dict[str, Any], title: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from tomrl.io import atomic_write_json, atomic_write_text
+    from tomrl.outputs import check_outputs
 
     seeds = _seeds(args.seeds)
     if not 0 < args.margin < 100:
@@ -364,11 +365,14 @@ def run(args: argparse.Namespace) -> int:
                  if args.train_config else None)
     if train_cfg is not None and train_cfg.benchmark != cfg.benchmark:
         raise ConfigError(f"--train-config: benchmark {train_cfg.benchmark} differs from --config's {cfg.benchmark}")
+    check_outputs({"--json": args.json_out, "--markdown": args.markdown}, inputs={
+        "--config": args.config, "--train-config": args.train_config,
+        "exclude_stories_from": [*cfg.exclude_stories_from, *(train_cfg.exclude_stories_from if train_cfg else [])]})
     result = check(cfg, seeds, train_cfg, args.margin / 100, progress=lambda text: print(text, file=sys.stderr))
     markdown = to_markdown(result, args.config + (" " + " ".join(args.overrides) if args.overrides else ""))
     print(markdown)
-    if args.markdown:
+    if args.markdown is not None:
         atomic_write_text(args.markdown, markdown)
-    if args.json_out:
+    if args.json_out is not None:
         atomic_write_json(args.json_out, result)
     return 0 if result["passed"] else 1

@@ -389,10 +389,13 @@ def register(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from tomrl.io import BadInputError, atomic_write_json
+    from tomrl.outputs import check_outputs
 
     data = Path(args.data) if args.data else default_data_dir()
     if args.benchmark in ("hitom", "tomi") and not data.is_dir():
         raise BadInputError(f"{data}: data folder not found (give --data pointing at the folder with hitom/ and tomi/)")
+    read = {"hitom": [data / HITOM_FILE], "tomi": [data / TOMI_FILES[split] for split in args.split or TOMI_FILES]}
+    check_outputs({"--json": args.json_out}, inputs={"BENCHMARK": read.get(args.benchmark, args.benchmark)})
     if args.benchmark == "hitom":
         path = data / HITOM_FILE
         if not path.is_file():
@@ -438,7 +441,11 @@ def run(args: argparse.Namespace) -> int:
         if args.skip_bad:
             print(f"skipped {len(read_report.skipped)} bad lines" + (f" (first: {read_report.skipped[0]})" if read_report.skipped else ""))
         report = {"by_type": table.rows(), "disagreements": wrong, "skipped_lines": read_report.skipped}
-        ok = not wrong
-    if args.json_out:
+        verified = len(table.all())
+        ok = not wrong and verified > 0
+        if not verified:
+            print(f"nothing verified: no row of {path} could be read and re-derived" + (" (every line was skipped as bad)" if read_report.skipped else "")
+                  + "; this is a failure (exit 1), not a pass")
+    if args.json_out is not None:
         atomic_write_json(args.json_out, report)
     return 0 if ok else 1

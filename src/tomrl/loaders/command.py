@@ -81,13 +81,22 @@ def run(args: argparse.Namespace) -> int:
     if args.card:
         print(_card_text(args.name))
         return 0
-    if not args.out:
+    if args.out is None:
         raise ConfigError("--out is required")
+    from tomrl.outputs import check_outputs
+
+    # --path is the loader's input: a file, or a folder of files (nothing may be written inside it).
+    folder = args.path if args.path and Path(args.path).expanduser().is_dir() else None
+    recipe = args.name.removeprefix("recipe:") if args.name.startswith("recipe:") else None
+    recipe_file = recipe if recipe and Path(recipe).expanduser().is_file() else None  # else a shipped recipe's name
+    check_outputs({"--out": args.out}, inputs={"--path": args.path, "recipe:": recipe_file}, data_folders={"--path": folder})
     if args.name.startswith("recipe:"):
         if args.options or args.path:
             raise ConfigError("recipes take no loader options or --path: put them in the recipe's components")
         from tomrl.loaders.recipes import write_recipe
+        from tomrl.outputs import check_folder
 
+        check_folder(args.out, "recipe", key="--out")  # not a train run, an eval, a study … (the whole folder is replaced)
         _, manifest = write_recipe(args.name.removeprefix("recipe:"), args.out)
         print(f"recipe {manifest['recipe']} (paper {manifest['paper']}, seed {manifest['seed']}) -> {args.out}")
         for key, info in manifest["files"].items():

@@ -29,7 +29,7 @@ def register(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument("--reward", required=True, choices=list(REWARDS), help=f"reward to apply: {rewards_help()}")
     parser.add_argument("--input", required=True, type=Path, help="JSONL with 'completion' and 'answer' per line")
-    parser.add_argument("--out", required=True, type=Path, help="JSONL to write, one scored row per input row")
+    parser.add_argument("--out", required=True, help="JSONL to write, one scored row per input row")
     parser.add_argument(
         "--prefill",
         default="<think>",
@@ -95,9 +95,10 @@ def run(args: argparse.Namespace) -> int:
     from tomrl.io import BadInputError, atomic_open, scan_jsonl
     from tomrl.stats import accuracy
 
+    from tomrl.outputs import check_outputs
+
     reward = reward_from_args(args.reward, args.prefill, args.option)
-    if args.input.resolve() == args.out.resolve():
-        raise BadInputError(f"{args.out}: --out must differ from --input")
+    check_outputs({"--out": args.out}, inputs={"--input": args.input})
     scores: list[float] = []
     format_flags: list[bool] = []
     correct_flags: list[bool] = []

@@ -215,7 +215,7 @@ class Study:
         from rich.console import Console
 
         self.cfg = cfg
-        self.dir = Path(cfg.out_dir)
+        self.dir = Path(cfg.out_dir).expanduser()
         self.console = console or Console()
         self.base = base_train_config(cfg)
         self.cells = expand(cfg, self.base.model)
@@ -230,7 +230,10 @@ class Study:
 
     def run(self) -> int:
         from tomrl.io import locked_folder
+        from tomrl.outputs import check_folder
 
+        # Before anything is written: not a demo, a train run, an eval … (out_dir: '' is refused too).
+        check_folder(self.cfg.out_dir, "study", key="out_dir")
         if self.cfg.threads is not None:
             import torch
 
@@ -240,7 +243,10 @@ class Study:
             return self._run()
 
     def _run(self) -> int:
+        from tomrl.outputs import mark_folder
+
         check_and_record(self.cfg, self.base, self.dir)
+        mark_folder(self.dir, "study")  # after the settings check: a refused continuation writes nothing new
         self._check_models()
         self.tasks = task_benchmarks(self.cfg, self.dir)
         self.benchmarks = list(dict.fromkeys(t["benchmark"] for t in self.tasks))  # what tomrl eval is given

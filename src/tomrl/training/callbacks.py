@@ -166,6 +166,7 @@ class Validator(TrainerCallback):
                 progress=(lambda n: self.progress.advance_validation(task, n)) if task is not None else None,
                 fast_dtype=self.fast_dtype,
                 stop_at_answer=self.stop_at_answer,
+                keys=[self.examples[i].id for i in indices],  # each question's own sampling seed, whatever the process count
             )
         gathered = gather_object([(i, c) for i, c in zip(indices, completions)])
         if self.progress and accelerator.is_main_process:

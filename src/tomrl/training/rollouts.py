@@ -17,17 +17,19 @@ EOS or the token that completed a stop string, the tokens TRL then scores), and 
 log-probability of each (``log_softmax(logits / temperature)``, what TRL computes for the old
 policy), in prompt order.
 
-Seeds: every call draws from its own ``torch.Generator``, seeded from (run seed, optimizer step,
-process, call number within the step); never from the global random state. A run resumed from a
-checkpoint therefore samples, at every later step, the rollouts the uninterrupted run sampled.
+Seeds: every rollout draws from its own ``torch.Generator``, seeded from (run seed, optimizer step,
+process, call number within the step, row of the call: prompt number times rollouts per prompt plus
+the sample number); never from the global random state, and independent of which rollouts share
+the decoder's batch (``max_slots``). A run resumed from a checkpoint therefore samples, at every
+later step, the rollouts the uninterrupted run sampled.
 """
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any, Sequence
 
 from tomrl.generation import Completion, Sampling, SlotGenerator, SlotModel, slot_path_supported
+from tomrl.generation.base import request_seed
 
 MAX_SLOTS = 64  # rows decoded together (the evaluation engine's default batch): more rollouts queue for a free slot
 
@@ -58,9 +60,9 @@ def slot_rollouts_unavailable(model: Any, args: Any) -> str | None:
 
 
 def rollout_seed(seed: int, step: int, process_index: int, call: int) -> int:
-    """The sampler's seed for one call: a hash of what identifies it, so neighbouring calls draw unrelated streams."""
-    digest = hashlib.sha256(f"tomrl-rollouts/{seed}/{step}/{process_index}/{call}".encode()).digest()
-    return int.from_bytes(digest[:8], "little") >> 1  # torch.Generator.manual_seed takes 63 bits safely
+    """The seed of one call (its row i samples from ``request_seed(rollout_seed(…), i)``): a hash of
+    what identifies it, so neighbouring calls draw unrelated streams."""
+    return request_seed(seed, "rollouts", step, process_index, call)
 
 
 class SlotRollouts:
@@ -108,12 +110,13 @@ class SlotRollouts:
             return []
         with torch.inference_mode():
             slot_model = self._model_for(model, step)
+            call_seed = rollout_seed(self.seed, step, process_index, self._next_call(step))
             sampling = Sampling(
                 temperature=self.temperature,
                 top_p=self.top_p,
                 max_new_tokens=self.max_new_tokens,
                 stop=self.stop,
-                seed=rollout_seed(self.seed, step, process_index, self._next_call(step)),
+                seeds=tuple(request_seed(call_seed, row) for row in range(len(prompt_ids))),
                 logprobs=True,
             )
             generator = SlotGenerator(slot_model, self.tokenizer, self.eos_ids, batch_size=min(len(prompt_ids), self.max_slots))

@@ -19,13 +19,14 @@ import json
 import os
 import shutil
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
 from tomrl.config import ConfigError, config_to_dict, save_config
 from tomrl.io import atomic_write_json
 from tomrl.models import model_init_kwargs, resolve_precision
+from tomrl.outputs import check_folder, mark_folder
 from tomrl.schema import Example
 from tomrl.training import checkpoints
 from tomrl.training.config import TrainConfig
@@ -56,6 +57,7 @@ class RunSummary:
     distributed: str | None = None  # accelerate's distributed type: NO, MULTI_CPU, MULTI_GPU, DEEPSPEED, FSDP
     zero_stage: int | None = None  # DeepSpeed ZeRO stage (None without DeepSpeed)
     precision: str | None = None  # compute precision the run used (autocast), "auto" resolved
+    precision_reason: str | None = None  # why: as configured, or what "auto" found on this machine (its CPU's features)
 
     def to_dict(self) -> dict:
         # A run that validated on test stories (data.allow_test_validation) says so first.
@@ -76,6 +78,7 @@ def train(cfg: TrainConfig, resume: bool = False, console: Any = None, rewards: 
     from tomrl.io import locked_folder
 
     preflight(cfg)  # the GPU path's requirements (vLLM, CUDA), in seconds, before any model loads
+    check_folder(cfg.run_dir, "train", key="run_dir")  # an eval/study/demo/report folder, or run_dir='', before any write
     with contextlib.ExitStack() as stack:
         # The launcher's RANK, not accelerate's PartialState: creating that state here, before the
         # trainer asks for a CPU backend, would fix it to one process under torchrun on a CPU
@@ -100,11 +103,19 @@ def _train(cfg: TrainConfig, resume: bool, console: Any, rewards: list | None, c
 
     state = PartialState(cpu=not torch.cuda.is_available())
     say = (console.print if console is not None else print) if state.is_main_process else (lambda *_: None)
+    if resume:
+        # A finished run resumed is a no-op: transformers would train one step past max_steps.
+        finished = _finished_run(cfg, run_dir)
+        if finished is not None:
+            summary, note = finished
+            say(note)
+            return summary
     # 1. The run folder (a new run refuses a folder that already holds one), and 2. the data, frozen
     # in RUN_DIR/data in training order. The main process writes both; the others then read them.
     with state.main_process_first():
         if state.is_main_process:
             note = _set_up_run_dir(cfg, run_dir, resume)
+            mark_folder(run_dir, "train")
             if note:
                 say(note)
         train_examples, validation_examples = prepare_data(cfg, run_dir)
@@ -116,7 +127,7 @@ def _train(cfg: TrainConfig, resume: bool, console: Any, rewards: list | None, c
     cfg = replace(cfg, precision=precision)
     say(why)
     resume_from = checkpoints.latest_checkpoint(run_dir) if resume else None
-    _seed_everything(cfg.seed)
+    _seed_everything(cfg.seed, state.device.type)
     split_check = read_split_check(run_dir)
     if split_check and split_check.get("warning"):
         say(split_check["warning"])
@@ -160,6 +171,7 @@ def _train(cfg: TrainConfig, resume: bool, console: Any, rewards: list | None, c
         distributed=str(trainer.accelerator.distributed_type.value),
         zero_stage=trainer.accelerator.state.deepspeed_plugin.zero_stage if getattr(trainer, "is_deepspeed_enabled", False) else None,
         precision=cfg.precision,
+        precision_reason=why,
     )
     if trainer.accelerator.is_main_process:
         atomic_write_json(run_dir / "summary.json", summary.to_dict())
@@ -373,6 +385,30 @@ def _set_up_run_dir(cfg: TrainConfig, run_dir: Path, resume: bool) -> str | None
     return None
 
 
+def _finished_run(cfg: TrainConfig, run_dir: Path) -> tuple[RunSummary, str] | None:
+    """The saved summary of the run in ``run_dir`` and a note, when it finished (summary.json and
+    final/) as far as ``cfg`` asks: ``max_steps`` reached, or, by epochs, the length it was given
+    unchanged. None when there is training left (e.g. ``max_steps`` raised on resume)."""
+    saved = _read_json(run_dir / "summary.json")
+    if saved is None or not (run_dir / "final").is_dir():
+        return None
+    steps = saved["steps"]
+    if cfg.max_steps > 0:
+        if steps < cfg.max_steps:
+            return None
+        reached = f"step {steps} of {cfg.max_steps}"
+    else:
+        from tomrl.config import load_config
+
+        before = load_config(TrainConfig, run_dir / CONFIG_FILE)
+        if (before.max_steps, before.epochs) != (cfg.max_steps, cfg.epochs):
+            return None
+        reached = f"step {steps} ({cfg.epochs:g} epochs)"
+    known = {f.name for f in fields(RunSummary)}
+    summary = RunSummary(**{**{key: value for key, value in saved.items() if key in known}, "run_dir": str(run_dir)})
+    return summary, f"{run_dir}: run already finished at {reached} (summary.json); nothing to do"
+
+
 def _run_saved_progress(run_dir: Path) -> bool:
     """Whether the run in ``run_dir`` saved a checkpoint or finished (then only --resume may continue it)."""
     return checkpoints.latest_checkpoint(run_dir) is not None or (run_dir / "final").exists() or (run_dir / "summary.json").exists()
@@ -409,10 +445,15 @@ def _create_run_dir(cfg: TrainConfig, run_dir: Path) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _seed_everything(seed: int) -> None:
+def _seed_everything(seed: int, device_type: str) -> None:
+    """Seed Python, numpy and torch, and make torch's CPU kernels deterministic: the same seed on the same
+    machine then trains the same weights, idle or loaded (:func:`tomrl.models.make_torch_deterministic`)."""
     from transformers import set_seed
 
+    from tomrl.models import make_torch_deterministic
+
     set_seed(seed)
+    make_torch_deterministic(device_type)
 
 
 def _resolve_policy(cfg: TrainConfig, run_dir: Path, train_examples: list[Example], validation_examples: list[Example], say) -> str:

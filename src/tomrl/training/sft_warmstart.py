@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from tomrl.io import atomic_write_json
-from tomrl.models import model_init_kwargs
+from tomrl.models import make_torch_deterministic, model_init_kwargs, resolve_precision
 from tomrl.schema import Example
 
 WARM_START = "warm_start"
@@ -112,6 +112,10 @@ def fine_tune(
     settings = cfg.warm_start
     tokenizer = load_tokenizer(model)
     started = time.time()
+    # "auto" decided here too (tomrl train has decided it already; tomrl study's shared warm start has not),
+    # from the hardware alone; the same seed then gives the same weights (make_torch_deterministic).
+    precision, precision_reason = resolve_precision(cfg.precision, state.device.type)
+    make_torch_deterministic(state.device.type)
     args = SFTConfig(
         output_dir=str(folder / "checkpoints"),
         num_train_epochs=settings.epochs,
@@ -129,9 +133,9 @@ def fine_tune(
         save_strategy="no",
         report_to="none",
         disable_tqdm=True,
-        bf16=cfg.precision == "bfloat16",
+        bf16=precision == "bfloat16",
         use_cpu=not torch.cuda.is_available(),  # bf16 autocast on a CPU needs it said explicitly
-        fp16=cfg.precision == "float16",
+        fp16=precision == "float16",
         gradient_checkpointing=cfg.gradient_checkpointing,
         dataset_num_proc=None,
         model_init_kwargs=model_init_kwargs() if isinstance(model, str) else None,  # float32 master weights
@@ -164,6 +168,10 @@ def fine_tune(
                 "last_loss": losses[-1] if losses else None,
                 "seconds": round(time.time() - started, 1),
                 "train_runtime": result.metrics.get("train_runtime"),
+                # Besides the rows and the seed, the bytes of the weights depend on these (and the machine).
+                "precision": precision,
+                "precision_reason": precision_reason,
+                "torch_threads": torch.get_num_threads(),
             },
         )
     state.wait_for_everyone()

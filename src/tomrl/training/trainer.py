@@ -15,7 +15,7 @@ only what tomrl needs (each override says why):
   tokens are added a second time.
 - ``_generate_single_turn``: rollouts are sampled by tomrl's continuous-batching decoder
   (:mod:`tomrl.training.rollouts`, ``rollout_engine``), which returns the sampled ids and their
-  log-probabilities, seeded per step so that a resumed run samples what the uninterrupted one did;
+  log-probabilities, each rollout seeded from its step and row, so that a resumed run samples what the uninterrupted one did;
   else by ``model.generate``. With ``stop_at_answer`` a rollout ends right after ``</answer>``;
   on a CPU with bf16 precision, rollouts are decoded by a bf16 copy of the weights.
 - ``_get_per_token_logps_and_entropies`` and ``_prepare_inputs``: with ``share_prompt_forward``,

@@ -11,8 +11,11 @@ interval and n.
     result.accuracy.format()            # "41.7 % [33.2, 50.7] (n=120)"
     result.by_order[2].format()
 
-Sampling inside :func:`validate` runs under a forked RNG, so validating (or not) never changes
-the random numbers the training run draws afterwards — a resumed run stays identical.
+Sampled answers (``eval.temperature > 0``) draw from one generator per question, seeded from the
+validation's seed (the run seed plus the step) and the example id
+(:func:`tomrl.generation.base.request_seed`), never from the global random state: validating (or
+not) never changes the random numbers the training run draws afterwards, and a question's answer
+does not depend on the batch, the number of processes or a resume.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from tomrl.generation.base import Sampling, cut_completion, eos_token_ids, left_padded
+from tomrl.generation.base import Sampling, cut_completion, eos_token_ids, generate_sampling_kwargs, left_padded, request_seed
 from tomrl.generation.slots import SlotGenerator, SlotModel, slot_path_supported
 from tomrl.rewards.answer import check_answer
 from tomrl.schema import Example
@@ -71,9 +74,13 @@ def generate_completions(
     progress: Any = None,
     fast_dtype: Any = None,
     stop_at_answer: bool = False,
+    keys: Sequence[Any] | None = None,
 ) -> list[tuple[str, int]]:
     """``(text, generated_tokens)`` per prompt, in prompt order; each ends at EOS or the token budget
     (with ``stop_at_answer``: right after its first ``</answer>``, if that comes first).
+
+    ``keys`` (the example ids; default: the prompts' positions) seed each prompt's own generator
+    with ``request_seed(seed, "validation", key)``, so a sampled answer depends on its question only.
 
     Llama/Qwen models use the evaluation engine's continuous-batching decoder
     (:class:`tomrl.generation.slots.SlotGenerator`, what ``tomrl eval`` runs, several times faster than
@@ -83,29 +90,33 @@ def generate_completions(
     import torch
 
     stop = STOP if stop_at_answer else None
+    keys = list(keys) if keys is not None else list(range(len(prompts)))
+    if len(keys) != len(prompts):
+        raise ValueError(f"{len(keys)} keys for {len(prompts)} prompts")
+    sampling = Sampling(
+        temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, stop=(stop,) if stop else (),
+        seeds=tuple(request_seed(seed, "validation", key) for key in keys),
+    )
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
     try:
+        # Sampling draws from the prompts' own generators; the fork guards the run's random state all the same.
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []), torch.inference_mode():
-            torch.manual_seed(seed)
             if slot_path_supported(model):
-                return _generate_with_slots(
-                    model, tokenizer, prompts, max_new_tokens, temperature, top_p, batch_size, seed, progress, fast_dtype, stop
-                )
-            return _generate_with_transformers(model, tokenizer, prompts, max_new_tokens, temperature, top_p, batch_size, progress, stop)
+                return _generate_with_slots(model, tokenizer, prompts, sampling, batch_size, progress, fast_dtype)
+            return _generate_with_transformers(model, tokenizer, prompts, sampling, batch_size, progress)
     finally:
         if was_training:
             model.train()
 
 
-def _generate_with_slots(model, tokenizer, prompts, max_new_tokens, temperature, top_p, batch_size, seed, progress, fast_dtype, stop):
+def _generate_with_slots(model, tokenizer, prompts, sampling: Sampling, batch_size, progress, fast_dtype):
     import copy
 
     source = model
     if fast_dtype is not None and next(model.parameters()).dtype != fast_dtype:
         source = copy.deepcopy(model).to(fast_dtype)
-    sampling = Sampling(temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, stop=(stop,) if stop else (), seed=seed)
     generator = SlotGenerator(SlotModel(source), tokenizer, eos_token_ids(model, tokenizer), batch_size)
     token_lists = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
     results: list[tuple[str, int] | None] = [None] * len(prompts)
@@ -116,14 +127,14 @@ def _generate_with_slots(model, tokenizer, prompts, max_new_tokens, temperature,
     return [r for r in results if r is not None]
 
 
-def _generate_with_transformers(model, tokenizer, prompts, max_new_tokens, temperature, top_p, batch_size, progress, stop):
+def _generate_with_transformers(model, tokenizer, prompts, sampling: Sampling, batch_size, progress):
+    stop = sampling.stop[0] if sampling.stop else None
     device = next(model.parameters()).device
     eos_ids = eos_token_ids(model, tokenizer)
     token_lists = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
     order = sorted(range(len(prompts)), key=lambda i: -len(token_lists[i]))  # similar lengths per batch
     results: list[tuple[str, int] | None] = [None] * len(prompts)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    sampling = {"do_sample": True, "temperature": temperature, "top_p": top_p} if temperature > 0 else {"do_sample": False}
     stopping = {"stop_strings": [stop], "tokenizer": tokenizer} if stop else {}
     for start in range(0, len(order), batch_size):
         batch = order[start : start + batch_size]
@@ -132,12 +143,11 @@ def _generate_with_transformers(model, tokenizer, prompts, max_new_tokens, tempe
         output = model.generate(
             input_ids=input_ids.to(device),
             attention_mask=attention_mask.to(device),
-            max_new_tokens=max_new_tokens,
+            max_new_tokens=sampling.max_new_tokens,
             pad_token_id=pad_id,
             eos_token_id=sorted(eos_ids),
-            top_k=None,
             **stopping,
-            **sampling,
+            **generate_sampling_kwargs(sampling, [sampling.seeds[i] for i in batch]),
         )
         for row, index in enumerate(batch):
             ids = cut_completion(output[row, width:].tolist(), eos_ids, tokenizer, stop)
@@ -207,6 +217,7 @@ def validate(
         progress=progress,
         fast_dtype=fast_dtype,
         stop_at_answer=stop_at_answer,
+        keys=[example.id for example in examples],
     )
     result = score_completions(examples, completions, settings.scheme, prefill)
     result.seconds = time.perf_counter() - started
