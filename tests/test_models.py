@@ -51,7 +51,7 @@ def test_prepare_then_list_embedded_model(tmp_path):
     assert "already prepared" in again.stdout
 
 
-def test_precision_auto_follows_the_cpu_probe_and_explicit_values_pass_through():
+def test_precision_auto_follows_the_cpu_features_and_explicit_values_pass_through():
     from tomrl.models import cpu_runs_bf16_fast, resolve_precision
 
     fast, why = cpu_runs_bf16_fast()

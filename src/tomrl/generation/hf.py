@@ -51,7 +51,7 @@ def pick_dtype(dtype: str, device: str):
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
     # On CPUs with AVX512-BF16 or AMX, oneDNN runs bf16 matmuls natively (about 3x faster than
     # float32 for the 135M model on the 2-core EPYC this was tuned on); elsewhere bf16 is
-    # emulated and 60-100x slower than float32. The probe decides, not the flag alone.
+    # emulated and 60-100x slower than float32. `tomrl.models.cpu_runs_bf16_fast` decides from the CPU's features (AVX512-BF16/AMX), never a timing.
     from tomrl.models import cpu_runs_bf16_fast
 
     return torch.bfloat16 if cpu_runs_bf16_fast()[0] else torch.float32

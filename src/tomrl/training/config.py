@@ -244,8 +244,8 @@ class TrainConfig:
     gradient_checkpointing: bool = setting(False, help="recompute activations in the backward pass (saves GPU memory)")
     precision: Literal["auto", "float32", "bfloat16", "float16"] = setting(
         "auto",
-        help="training precision; auto = bfloat16 on GPUs that support it, and on CPUs only where a capability check "
-        "(AVX512-BF16/AMX) and a short matmul probe show bf16 faster than float32 (logged at start); float32 otherwise",
+        help="training precision; auto = bfloat16 on GPUs that support it and on CPUs with native bf16 (AVX512-BF16 or "
+        "AMX), decided from the CPU's features, never a timing (decision and reason in summary.json); float32 otherwise",
     )
     lora: LoraSettings = setting(default_factory=LoraSettings, help="LoRA (PEFT) options")
     use_vllm: bool = setting(False, help="generate rollouts with vLLM (needs pip install 'tomrl[vllm]' and a CUDA GPU)")
