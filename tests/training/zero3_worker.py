@@ -12,7 +12,7 @@ import sys
 from tests.training.test_train_smoke import VowelShareReward
 from tomrl.config import load_config
 from tomrl.training.config import TrainConfig
-from tomrl.training.run import train
+from tomrl.training.run import end_distributed, train
 
 if __name__ == "__main__":
     cfg = load_config(TrainConfig, "configs/train/smoke_cpu.yaml", [
@@ -21,3 +21,4 @@ if __name__ == "__main__":
         "learning_rate=1.0e-3",
     ])
     train(cfg, rewards=[VowelShareReward(prefill="<think>")])
+    end_distributed()

@@ -86,6 +86,9 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         console.print(f"interrupted; continue from the last checkpoint with: tomrl train --resume {cfg.run_dir}")
         raise
+    from tomrl.training.run import end_distributed
+
+    end_distributed()  # every process, before any exits
     if int(os.environ.get("RANK", "0")) != 0:
         return 0  # under torchrun / accelerate launch the main process alone prints the summary
     console.rule("[bold]done")

@@ -178,6 +178,17 @@ def _train(cfg: TrainConfig, resume: bool, console: Any, rewards: list | None, c
     return summary
 
 
+def end_distributed() -> None:
+    """Leave the process group cleanly at the end of a command (a no-op on one process). Without it a
+    rank of a DeepSpeed CPU run could abort at exit ("terminate called without an active exception")
+    after its work was done, turning a finished run into a failed exit status."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
+
+
 def launcher_note(environ, processes: int) -> str | None:
     """A warning when the launcher ran fewer processes than it was likely asked for: accelerate's CPU
     launcher (``accelerate launch --cpu`` or a ``use_cpu: true`` config) starts one process whatever
