@@ -79,7 +79,8 @@ def run(args: argparse.Namespace) -> int:
     from tomrl.training.run import train
 
     what = f"resuming {cfg.run_dir}" if args.resume else f"training {cfg.model} with {cfg.algorithm} into {cfg.run_dir}"
-    if int(os.environ.get("RANK", "0")) == 0:
+    main_process = int(os.environ.get("RANK", "0")) == 0  # under torchrun / accelerate launch the main process alone prints
+    if main_process:
         console.rule(f"[bold]tomrl train: {what}")
     try:
         summary = train(cfg, resume=bool(args.resume), console=console)
@@ -89,8 +90,8 @@ def run(args: argparse.Namespace) -> int:
     from tomrl.training.run import end_distributed
 
     end_distributed()  # every process, before any exits
-    if int(os.environ.get("RANK", "0")) != 0:
-        return 0  # under torchrun / accelerate launch the main process alone prints the summary
+    if not main_process:
+        return 0
     console.rule("[bold]done")
     console.print(f"{summary.steps} steps in {summary.seconds:.0f} s; run folder {summary.run_dir}")
     console.print(f"weights {summary.parameter_dtype}, compute {summary.precision}, {summary.processes} process(es)")
