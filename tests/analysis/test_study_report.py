@@ -266,21 +266,30 @@ def test_held_out_tasks_are_also_compared_pooled(tmp_path):
         assert comparisons[task].verdict == "inconclusive (n=10 pairs)"
 
 
+def _planted_copy(study, tmp_path, planted: dict, step_n: tuple[int, int], entry) -> Path:
+    """A copy of ``study`` (its report left out) whose held-out results.json files get ``entry(k, n)``:
+    (k, n) from ``planted`` by the cell's name, ``step_n`` for the step-N checkpoints' evaluations."""
+    copy = tmp_path / "study"
+    shutil.copytree(study, copy, ignore=shutil.ignore_patterns("report"))
+    for results in copy.glob("evals/**/results.json"):
+        place = str(results.relative_to(copy))
+        k, n = step_n if "step-10" in place else next(v for key, v in planted.items() if key in place)
+        data = json.loads(results.read_text())
+        data["benchmarks"]["file-hitom_heldout"].update(entry(k, n))
+        results.write_text(json.dumps(data))
+    return copy
+
+
 def test_pair_accuracy_is_pooled_over_seeds_beside_the_base_model(study, report, tmp_path):
     """A pairs task's pair accuracy (both members right) comes from each final evaluation's results.json, pooled
     over seeds; the failed cell and step-N checkpoints stay out; a study without pairs has no such section."""
     assert "Counterfactual pairs" not in report[1].joinpath("report.md").read_text()
-    copy = tmp_path / "study"
-    shutil.copytree(study, copy, ignore=shutil.ignore_patterns("report"))
     planted = {"base__": (0, 6), "__s0__": (2, 6), "__s1__": (3, 6), "__s2__": (6, 6)}  # s2: the failed cell
-    for results in copy.glob("evals/**/results.json"):
-        place = str(results.relative_to(copy))
-        k, n = (6, 6) if "step-10" in place else next(v for key, v in planted.items() if key in place)
-        data = json.loads(results.read_text())
-        data["benchmarks"]["file-hitom_heldout"]["pairs"] = {"kind": "counterfactual", "n_pairs": n,
-                                                             "strict": {"pair_accuracy": {"k": k, "n": n}}}
-        results.write_text(json.dumps(data))
-    written = write_study_report(copy)
+
+    def pairs_entry(k: int, n: int) -> dict:
+        return {"pairs": {"kind": "counterfactual", "n_pairs": n, "strict": {"pair_accuracy": {"k": k, "n": n}}}}
+
+    written = write_study_report(_planted_copy(study, tmp_path, planted, (6, 6), pairs_entry))
     pairs = json.loads(written["json"].read_text())["pair_accuracy"]
     assert pairs[f"base · {MODEL}"] == {"hitom-heldout": {"k": 0, "n": 6}}
     for arm in ("grpo", "sft"):
@@ -293,19 +302,13 @@ def test_nesting_required_accuracy_is_pooled_over_seeds_beside_the_base_model(st
     """The questions that need nesting (results.json's by_nesting, from tomrl eval) get their own table, pooled
     over the seeds of each mixture · arm; the failed cell and step-N checkpoints stay out; without them, no table."""
     assert "Questions that need nesting" not in report[1].joinpath("report.md").read_text()
-    copy = tmp_path / "study"
-    shutil.copytree(study, copy, ignore=shutil.ignore_patterns("report"))
     planted = {"base__": (0, 4), "__s0__": (1, 4), "__s1__": (3, 4), "__s2__": (4, 4)}  # s2: the failed cell
-    for results in copy.glob("evals/**/results.json"):
-        place = str(results.relative_to(copy))
-        k, n = (4, 4) if "step-10" in place else next(v for key, v in planted.items() if key in place)
-        data = json.loads(results.read_text())
-        data["benchmarks"]["file-hitom_heldout"]["by_nesting"] = {
-            "nesting required": {"n": n, "strict": {"accuracy": {"k": k, "n": n}}},
-            "partially answerable": {"n": 2, "strict": {"accuracy": {"k": 2, "n": 2}}},
-        }
-        results.write_text(json.dumps(data))
-    written = write_study_report(copy)
+
+    def nesting_entry(k: int, n: int) -> dict:
+        return {"by_nesting": {"nesting required": {"n": n, "strict": {"accuracy": {"k": k, "n": n}}},
+                               "partially answerable": {"n": 2, "strict": {"accuracy": {"k": 2, "n": 2}}}}}
+
+    written = write_study_report(_planted_copy(study, tmp_path, planted, (4, 4), nesting_entry))
     nesting = json.loads(written["json"].read_text())["nesting"]
     assert nesting[f"base · {MODEL}"]["hitom-heldout · nesting required"] == {"k": 0, "n": 4}
     for arm in ("grpo", "sft"):
