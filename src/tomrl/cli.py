@@ -24,9 +24,13 @@ from __future__ import annotations
 import argparse
 import errno
 import importlib
+import io
 import os
+import re
 import signal
 import sys
+import traceback
+from pathlib import Path
 
 # verb -> module, or verb -> {sub-verb -> module}. The order is the pipeline's order.
 COMMANDS: dict[str, str | dict[str, str]] = {
@@ -117,6 +121,73 @@ def describe_os_error(err: OSError) -> str:
     return f"{where}{what}{hints.get(err.errno, '')}"
 
 
+# Verbs whose rerun continues where the interrupted one stopped (tomrl train says how: args.continue_with).
+RESUMING_VERBS = ("eval", "demo", "study")
+# Local variables that name the file being written, in the frames of the writers tomrl calls: torch.save
+# (f), safetensors' save_file (filename), json.dump (fp), tomrl's atomic_open and folders (path, target).
+WRITTEN_PATH_LOCALS = ("filename", "f", "fp", "file", "path", "target", "save_directory")
+ATOMIC_TEMP_NAME = re.compile(r"^\.(.+)\.\d+\.\w+\.tmp$")  # tomrl.io.atomic_open's .NAME.PID.XXXX.tmp
+
+
+def describe_disk_full(err: BaseException, args: argparse.Namespace) -> str | None:
+    """One line for a write that ran out of space (ENOSPC, EDQUOT), wherever it was raised: the file,
+    the space left on its file system, and how to continue; None for any other error."""
+    from tomrl.training.checkpoints import disk_full, free_bytes
+
+    chain: list[BaseException] = []
+    while err is not None and err not in chain:
+        chain.append(err)
+        err = err.__cause__ or err.__context__
+    found = [(each, code) for each in chain if (code := disk_full(each)) is not None]
+    if not found:
+        return None
+    code = found[-1][1]
+    # The file named by an OSError (tomrl's trainer names the checkpoint), else by the write that failed.
+    named = next((each for each, _ in found if isinstance(each, OSError) and each.filename), found[-1][0])
+    path = _path_being_written(named)
+    what = "no space left on device" if code == errno.ENOSPC else "disk quota exceeded"
+    free = free_bytes(path or ".")
+    where = f" while writing {path}" if path else ""
+    room = f" ({free // 1_000_000} MB free on that filesystem)" if free is not None else ""
+    if getattr(args, "continue_with", None):
+        how = f"resume with: {args.continue_with}"
+    elif getattr(args, "verb", None) in RESUMING_VERBS:
+        how = "rerun the same command — it resumes"
+    else:
+        how = "rerun the same command"
+    return f"{what}{where}{room}; free some space and {how}"
+
+
+def _path_being_written(err: BaseException) -> str | None:
+    """The file whose write raised ``err``: its filename, else the innermost frame of its traceback
+    that holds one (Python's write() and safetensors' Rust errors carry no filename)."""
+    if isinstance(err, OSError) and isinstance(err.filename, (str, bytes, os.PathLike)):
+        return _shown_path(os.fsdecode(err.filename))
+    for frame, _ in reversed(list(traceback.walk_tb(err.__traceback__))):
+        local_vars = frame.f_locals
+        for name in WRITTEN_PATH_LOCALS:
+            value = local_vars.get(name)
+            if isinstance(value, io.IOBase):
+                value = getattr(value, "name", None)
+            if isinstance(value, (str, os.PathLike)) and os.fspath(value):
+                return _shown_path(os.fspath(value))
+        owner_path = getattr(local_vars.get("self"), "path", None)  # tomrl.io.JsonlAppender.write
+        if isinstance(owner_path, (str, os.PathLike)):
+            return _shown_path(os.fspath(owner_path))
+    return None
+
+
+def _shown_path(path: str) -> str:
+    """``path`` as the user knows it: a temporary file or a ``.partial`` folder by the name it was to get."""
+    from tomrl.io import PARTIAL_SUFFIX, RETIRED_SUFFIX
+
+    parts = [part.removesuffix(RETIRED_SUFFIX).removesuffix(PARTIAL_SUFFIX) for part in Path(path).parts]
+    temp = ATOMIC_TEMP_NAME.match(parts[-1]) if parts else None
+    if temp:
+        parts[-1] = temp.group(1)
+    return str(Path(*parts)) if parts else path
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
@@ -139,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as err:  # the file system or the network: unwritable --out, a full disk, no connection
         if os.environ.get("TOMRL_TRACEBACK"):
             raise
-        print(f"tomrl: error: {redact_secrets(describe_os_error(err))}", file=sys.stderr)
+        print(f"tomrl: error: {redact_secrets(describe_disk_full(err, args) or describe_os_error(err))}", file=sys.stderr)
         return 2
     except RecursionError:
         if os.environ.get("TOMRL_TRACEBACK"):
@@ -152,6 +223,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("\ntomrl: interrupted.", file=sys.stderr)
         return 128 + signal.SIGINT
+    except Exception as err:  # a full disk reported by a library in words (safetensors, torch.save)
+        full = None if os.environ.get("TOMRL_TRACEBACK") else describe_disk_full(err, args)
+        if full is None:
+            raise
+        print(f"tomrl: error: {redact_secrets(full)}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

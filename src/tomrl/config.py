@@ -23,7 +23,11 @@ from typing import Any, Iterable, TypeVar
 
 import yaml
 
+from tomrl.io import BadInputError, atomic_write_text, open_input, redact_secrets
+
 T = TypeVar("T")
+# A config is a few kilobytes (the largest shipped is 4 KB): a bigger input (/dev/zero, a data file) is not read whole.
+MAX_CONFIG_BYTES = 16 * 2**20
 
 
 class ConfigError(ValueError):
@@ -156,11 +160,17 @@ def yaml_safe_load(text: str) -> Any:
 
 
 def read_yaml(path: str | Path) -> dict:
-    path = Path(path)
+    """The mapping of a YAML config file ({} for an empty one). Opened with :func:`tomrl.io.open_input`: an empty
+    path, a folder or a FIFO that nobody writes to is one error, not the working folder or a wait without end."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"config file not found: {path}") from None
+        with open_input(path, "a YAML config") as handle:
+            raw = handle.read(MAX_CONFIG_BYTES + 1)
+    except BadInputError as err:
+        raise ConfigError(str(err)) from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path}: over {MAX_CONFIG_BYTES // 2**20} MB, too large for a YAML config")
+    try:
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
         raise ConfigError(f"{path}: not UTF-8 text ({err})") from None
     try:
@@ -177,8 +187,6 @@ def read_yaml(path: str | Path) -> dict:
 def config_from_dict(cls: type[T], data: dict, source: str = "<dict>") -> T:
     """Validate ``data`` against config class ``cls``; errors name the key and ``source``."""
     import pydantic
-
-    from tomrl.io import redact_secrets
 
     _check_unknown_keys(cls, data, source)
     try:
@@ -201,6 +209,15 @@ def config_from_dict(cls: type[T], data: dict, source: str = "<dict>") -> T:
 SEED_RANGE = (0, 2**32 - 1)
 
 
+def check_seed(value: int, name: str) -> int:
+    """``value`` if it is a seed numpy (and so sklearn) accepts, else a :class:`ConfigError` naming ``name``
+    (a flag such as ``--seed``, or ``FILE: key 'seed'``): the one range check of every seed option."""
+    low, high = SEED_RANGE
+    if not low <= value <= high:
+        raise ConfigError(f"{name}: a seed must be between {low} and {high}, got {value}")
+    return value
+
+
 def _check_numbers(cfg: Any, source: str, prefix: str = "") -> None:
     """Rules every config shares: no NaN or infinite float (they pass type and range checks, since
     every comparison with NaN is false), and seeds (``seed``, ``*_seed``) in numpy's range."""
@@ -217,9 +234,7 @@ def _check_numbers(cfg: Any, source: str, prefix: str = "") -> None:
             elif isinstance(item, float) and not math.isfinite(item):
                 raise ConfigError(f"{source}: key '{key}': must be a finite number, got {item}")
             elif (f.name == "seed" or f.name.endswith("_seed")) and isinstance(item, int) and not isinstance(item, bool):
-                low, high = SEED_RANGE
-                if not low <= item <= high:
-                    raise ConfigError(f"{source}: key '{key}': a seed must be between {low} and {high}, got {item}")
+                check_seed(item, f"{source}: key '{key}'")
 
 
 def load_config(cls: type[T], path: str | Path | None = None, overrides: Iterable[str] = ()) -> T:
@@ -238,10 +253,6 @@ def config_to_dict(cfg: Any) -> dict:
 
 
 def save_config(cfg: Any, path: str | Path) -> None:
-    from tomrl.io import atomic_write_text
-
-    from tomrl.io import redact_secrets
-
     atomic_write_text(path, yaml.safe_dump(redact_secrets(config_to_dict(cfg)), sort_keys=False))
 
 

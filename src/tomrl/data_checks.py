@@ -33,7 +33,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Sequence
 
-from tomrl.io import BadInputError
+from tomrl.io import BadInputError, quoted, shortened
 from tomrl.schema import Example, ReadReport, read_examples
 
 # Sources whose every answer is a container or place named in the story (checked on the real
@@ -69,17 +69,17 @@ def answer_problem(example: Example) -> str | None:
     """Why ``example``'s answer cannot be right (field ``answer``), or None when it can."""
     if example.choices:
         if normalize_phrase(example.answer) not in {normalize_phrase(c) for c in example.choices}:
-            shown = ", ".join(example.choices[:6]) + (" …" if len(example.choices) > 6 else "")
-            return f"{example.answer!r} is not one of the choices ({shown})"
+            shown = ", ".join(shortened(choice, 40) for choice in example.choices[:6]) + (" …" if len(example.choices) > 6 else "")
+            return f"{quoted(example.answer)} is not one of the choices ({shown})"
     if example.source in LOCATION_ANSWER_SOURCES and not answer_in_story(example.answer, example.story):
-        return f"{example.answer!r} never occurs in the story (a {example.source} answer must be a place the story names)"
+        return f"{quoted(example.answer)} never occurs in the story (a {shortened(example.source, 40)} answer must be a place the story names)"
     return None
 
 
 def _where(example: Example, report: ReadReport | None) -> str:
     if report is not None and example.id in report.line_numbers:
         return f"{report.path}:{report.line_numbers[example.id]}"
-    return f"example {example.id!r} ({example.source})"
+    return f"example {quoted(example.id)} ({shortened(example.source, 40)})"
 
 
 def validate_answers_in_story(
@@ -137,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
     for path in args.files:
         report = ReadReport(str(path))
         examples = read_checked_examples(path, skip_bad=args.skip_bad, report=report)
-        sources = ", ".join(f"{name} {count}" for name, count in sorted(Counter(e.source for e in examples).items()))
+        sources = ", ".join(f"{shortened(name, 40)} {count}" for name, count in sorted(Counter(e.source for e in examples).items()))
         checked = sum(e.source in LOCATION_ANSWER_SOURCES or bool(e.choices) for e in examples)
         print(f"{path}: {len(examples)} rows passed, {len(report.skipped)} skipped ({sources or 'no rows'}); "
               f"answers checked against the story or choices on {checked}")

@@ -47,6 +47,12 @@ demo stopped with Ctrl-C continues where it stopped when started again):
    start) and the report (HTML + Markdown + plots) → ``report/``.
 
 Each test set is evaluated once per model, after training; nothing in it chose a checkpoint.
+
+Every stage's settings are checked before stage 1 (:func:`check_demo`): the training config with its
+overrides and its data settings, the generator config of every evaluation set (``higher_orders``,
+``neutral_config`` …), ``eval_benchmarks`` against the benchmark registry and the evaluation settings;
+a bad value is one error and nothing is written. A demo folder moved or copied elsewhere is continued
+where it is (paths are compared as paths: :func:`tomrl.outputs.same_setting`).
 """
 
 from __future__ import annotations
@@ -152,6 +158,8 @@ def check_settings(cfg: DemoConfig, out: Path) -> None:
     from tomrl.config import config_to_dict, read_yaml
     from tomrl.io import loads_json
 
+    from tomrl.outputs import same_setting
+
     recorded = out / DEMO_FILE
     now = json.loads(json.dumps(config_to_dict(cfg)))
     defaults = json.loads(json.dumps(config_to_dict(DemoConfig())))  # for keys tomrl gained after the demo started
@@ -164,7 +172,9 @@ def check_settings(cfg: DemoConfig, out: Path) -> None:
         model = read_yaml(train_config).get("model") if train_config.is_file() else None
         before = {key: value for key, value in (("seed", seed), ("model", model)) if value is not None}
         keys = set(before)
-    changed = sorted(k for k in keys - {"out_dir"} if before.get(k, defaults.get(k)) != now.get(k))
+    # out_dir names the folder (a moved or copied demo is continued where it is); paths compare as paths.
+    folder_before = before.get("out_dir") if isinstance(before.get("out_dir"), str) and before.get("out_dir") else None
+    changed = sorted(k for k in keys - {"out_dir"} if not same_setting(before.get(k, defaults.get(k)), now.get(k), folder_before, str(out)))
     if changed:
         details = ", ".join(f"{k}: {before.get(k, defaults.get(k))!r} -> {now.get(k)!r}" for k in changed)
         where = f" ({recorded})" if recorded.is_file() else ""
@@ -182,16 +192,10 @@ def _run(cfg: DemoConfig) -> int:
 
     console = Console()
     out = Path(cfg.out_dir).expanduser()
-    # Every check before the first write: the folder's earlier settings, then the training config.
+    # Every check before the first write: the folder's earlier settings, then every stage's settings.
     check_settings(cfg, out)
-    from tomrl.training.config import TrainConfig
-
     train_dir = out / "train"
-    train_cfg = load_config(
-        TrainConfig,
-        _find_config(cfg.train_config),
-        [f"model={cfg.model}", f"run_dir={train_dir}", f"seed={cfg.seed}", *cfg.train_overrides],
-    )
+    train_cfg = check_demo(cfg)
     mark_folder(out, "demo")
     save_config(cfg, out / DEMO_FILE)
     started = time.time()
@@ -267,15 +271,76 @@ def _run(cfg: DemoConfig) -> int:
     return 0
 
 
-def build_eval_sets(cfg: DemoConfig, train_cfg, dev_examples, folder: Path, console) -> list:
-    """The demo's evaluation sets (see the module docstring), each written once to ``folder/NAME.jsonl``."""
-    from dataclasses import replace
+def demo_train_config(cfg: DemoConfig):
+    """The training stage's config: the demo's training config, model, seed and overrides, run in ``out_dir/train``."""
+    from tomrl.training.config import TrainConfig
 
-    from tomrl.analysis.comparison import EvalSet
-    from tomrl.generators import generate
+    train_dir = Path(cfg.out_dir).expanduser() / "train"
+    return load_config(
+        TrainConfig,
+        _find_config(cfg.train_config),
+        [f"model={cfg.model}", f"run_dir={train_dir}", f"seed={cfg.seed}", *cfg.train_overrides],
+    )
+
+
+# The DemoConfig keys each generated evaluation set is made from (named by check_demo's errors).
+EVAL_SET_KEYS = {
+    "neutral": "neutral_config, neutral_per_order",
+    "neutral-orders3-4": "higher_orders, higher_per_order",
+    "pairs": "contrast_pairs",
+    "swap": "contrast_pairs",
+}
+
+
+def check_demo(cfg: DemoConfig):
+    """Check every stage's settings before stage 1 (seconds, nothing written); returns the training config.
+
+    The training config with ``train_overrides`` and its data settings (the generator config of every curriculum
+    stage and of the dev split), the generator config of every generated evaluation set, ``eval_benchmarks``
+    against the benchmark registry and the evaluation settings. One ConfigError naming the demo key.
+    """
+    from tomrl.evaluation.benchmarks import BENCHMARKS
+    from tomrl.evaluation.config import EvalConfig
     from tomrl.generators.config import GenerateConfig
-    from tomrl.schema import read_examples, write_examples
+    from tomrl.models import check_model_reference
+    from tomrl.training.data import check_data
 
+    check_model_reference(cfg.model, key="model")
+    try:
+        train_cfg = demo_train_config(cfg)
+    except (ConfigError, ValueError) as error:
+        raise ConfigError(f"train_config + train_overrides: {_first_line(error)}") from None
+    try:
+        check_data(train_cfg)
+    except ConfigError as error:
+        raise ConfigError(f"train_config + train_overrides: {_first_line(error)}") from None
+    try:
+        neutral_config = _find_config(cfg.neutral_config)
+    except ConfigError as error:
+        raise ConfigError(f"neutral_config: {error}") from None
+    for name, (_, _, _, options) in eval_set_plans(cfg, train_cfg).items():
+        try:
+            load_config(GenerateConfig, neutral_config, options)
+        except (ConfigError, ValueError, OSError) as error:
+            raise ConfigError(f"{EVAL_SET_KEYS[name]} (eval set {name}): {_first_line(error)}") from None
+    for name in cfg.eval_benchmarks:
+        if name not in BENCHMARKS:
+            raise ConfigError(f"eval_benchmarks: unknown benchmark {name!r}; known: {', '.join(BENCHMARKS)}")
+    try:
+        EvalConfig(model=cfg.model, benchmarks=["eval_set.jsonl"], temperature=0.0, max_new_tokens=cfg.eval_max_new_tokens,
+                   stop_at_answer=cfg.eval_stop_at_answer, seed=cfg.seed, prompt=train_cfg.prompt)
+    except (ConfigError, ValueError) as error:
+        raise ConfigError(f"eval_max_new_tokens, eval_stop_at_answer: {_first_line(error)}") from None
+    return train_cfg
+
+
+def _first_line(error: BaseException) -> str:
+    return str(error).splitlines()[0] if str(error) else type(error).__name__
+
+
+def eval_set_plans(cfg: DemoConfig, train_cfg) -> dict[str, tuple[str, str, list[str], list[str]]]:
+    """Each generated evaluation set: ``name -> (title, held out over, shape overrides, generator options)``, the
+    options being everything the neutral generator config is loaded with (in this order)."""
     # The training stories' shape (chapters, deception, distractors), not their words: the sets draw theirs
     # from the held-out pool of the neutral config.
     structure = [item for item in train_cfg.data.generate_overrides if item.split("=", 1)[0].strip() != "vocabulary"]
@@ -284,7 +349,6 @@ def build_eval_sets(cfg: DemoConfig, train_cfg, dev_examples, folder: Path, cons
     # there needs nesting. The sets that must test nesting (untrained orders, pairs, swaps) therefore tell stories
     # of two or three chapters whose later chapters revisit the asked object: held out over chapters as well.
     chapters = [*structure, "lengths=[2, 3]", "distractor_prob=0.0"]
-    neutral_config = _find_config(cfg.neutral_config)
     seed = cfg.seed * 1000 + 7  # never a training seed (those are seed * 1000 + stage, and + 999 for dev)
     # Five agents: with as many agents as the order, the chain is everyone and "the place after the first
     # exit" answers every question (measured: 100 % on order 4 with four agents, 56 % = chance + 8 with five).
@@ -300,13 +364,28 @@ def build_eval_sets(cfg: DemoConfig, train_cfg, dev_examples, folder: Path, cons
         "swap": ("agent-swap control, orders 1-2", "chapters, stories and words", chapters,
                  [f"n={2 * cfg.contrast_pairs}", "orders=[1, 2]", "agents=4", "agent_swap=true", "shortcut_neutral=false"]),
     }
-    sets = [EvalSet("dev", "dev (training distribution)", "stories only; used for validation", dev_examples)]
-    _write_once(folder / "dev.jsonl", lambda: [replace(e, split="validation") for e in dev_examples])
+    plans = {}
     for offset, (name, (title, held_out_over, shape, overrides)) in enumerate(generated.items()):
         if name == "neutral-orders3-4" and not cfg.higher_orders:
             continue
+        plans[name] = (title, held_out_over, shape, [*shape, *overrides, f"seed={seed + offset}", "split_fractions={test: 1.0}"])
+    return plans
+
+
+def build_eval_sets(cfg: DemoConfig, train_cfg, dev_examples, folder: Path, console) -> list:
+    """The demo's evaluation sets (see the module docstring), each written once to ``folder/NAME.jsonl``."""
+    from dataclasses import replace
+
+    from tomrl.analysis.comparison import EvalSet
+    from tomrl.generators import generate
+    from tomrl.generators.config import GenerateConfig
+    from tomrl.schema import read_examples
+
+    neutral_config = _find_config(cfg.neutral_config)
+    sets = [EvalSet("dev", "dev (training distribution)", "stories only; used for validation", dev_examples)]
+    _write_once(folder / "dev.jsonl", lambda: [replace(e, split="validation") for e in dev_examples])
+    for name, (title, held_out_over, _, options) in eval_set_plans(cfg, train_cfg).items():
         path = folder / f"{name}.jsonl"
-        options = [*shape, *overrides, f"seed={seed + offset}", "split_fractions={test: 1.0}"]
         _write_once(path, lambda options=options: generate(load_config(GenerateConfig, neutral_config, options)))
         if name == "neutral-orders3-4":
             title = f"shortcut-neutral held-out, untrained orders {', '.join(map(str, cfg.higher_orders))}"

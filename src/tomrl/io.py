@@ -7,6 +7,9 @@ half of one; whole folders (checkpoints, ``best/``, a recipe's output) are writt
 (``samples.jsonl``, ``metrics.jsonl``) are written a line at a time and flushed; :func:`iter_jsonl`
 tolerates a torn last line only where the caller says so (``allow_torn_tail=True``), which is how
 resumption drops the line a crash cut in half.
+
+Reads are bounded: :func:`open_input` waits at most ``TOMRL_INPUT_WAIT_S`` (30 s) for a FIFO's first
+bytes, and :func:`scan_jsonl` refuses a line over ``MAX_LINE_BYTES`` (8 MB) while reading it.
 """
 
 from __future__ import annotations
@@ -14,13 +17,15 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import math
 import os
 import re
+import select
 import shutil
 import stat
 import tempfile
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, BinaryIO, Callable, Iterator
 
 # Read once at import: reading the umask means setting it, which is not safe while other threads
 # create files.
@@ -32,9 +37,38 @@ class BadInputError(ValueError):
     """Input that cannot be used; the message names the file, line and field."""
 
 
-# A line of a JSONL file longer than this is refused while reading, before it is parsed: a
-# ToM example is a few kilobytes, and parsing a 50 MB line takes a minute and gigabytes.
-MAX_LINE_BYTES = 16 * 1024 * 1024
+# A line of a JSONL file longer than this is refused while reading, before it is parsed. A ToM
+# example is a few kilobytes: the longest line in the shared data is 6,996 bytes
+# (tomrl_paper/tomrl_test_merged_8060.jsonl), an eval sample a completion of a few thousand tokens.
+# A line a thousand times longer is not an example, and parsing and prompting it costs minutes.
+MAX_LINE_BYTES = 8 * 1024 * 1024
+# A line still without its end after this many bytes is not skipped to its end (/dev/zero has none):
+# the read stops there.
+MAX_SKIPPED_LINE_BYTES = 1024 * 1024 * 1024
+
+# How long a reader waits for the first bytes of a FIFO (a named pipe; `<(command)` is one) before it
+# gives up: opening a FIFO that nobody writes to would otherwise block forever.
+INPUT_WAIT_S = 30.0
+INPUT_WAIT_ENV = "TOMRL_INPUT_WAIT_S"  # overrides INPUT_WAIT_S (seconds), e.g. in tests
+
+
+def shortened(text: str, limit: int = 200) -> str:
+    """``text`` for an error message: whole when short, else its start and end around ``…`` with its length.
+
+    A message quotes what it rejects; a 10 MB value quoted whole is not one readable line.
+    """
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]} … {text[-half:]} ({len(text):,} characters)"
+
+
+def quoted(text: str, limit: int = 80) -> str:
+    """``repr(text)``, cut in the middle like :func:`shortened` when longer than ``limit`` characters."""
+    if len(text) <= limit:
+        return repr(text)
+    half = limit // 2
+    return f"{text[:half] + '…' + text[-half:]!r} ({len(text):,} characters)"
 
 
 class FolderInUseError(BadInputError):
@@ -313,20 +347,68 @@ def loads_json(text: str | bytes, where: str) -> Any:
         raise BadInputError(f"{where}: JSON nested too deeply") from None
 
 
+def input_wait_s() -> float:
+    """Seconds :func:`open_input` waits for a FIFO's first bytes: ``TOMRL_INPUT_WAIT_S``, else 30."""
+    text = os.environ.get(INPUT_WAIT_ENV, "").strip()
+    if not text:
+        return INPUT_WAIT_S
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds >= 0):
+        raise BadInputError(f"{INPUT_WAIT_ENV}={text!r}: expected a number of seconds >= 0")
+    return seconds
+
+
+def open_input(path: str | Path, expected: str = "a file") -> BinaryIO:
+    """Open the input ``path`` for reading bytes, without ever blocking on it for good.
+
+    A FIFO is opened without waiting for a writer, then given :func:`input_wait_s` seconds for its
+    first bytes (or its writer's end): a FIFO that nobody writes to is one error, not a hang, while
+    one with a writer (``<(zcat data.jsonl.gz)``) is read as it comes. A missing path or a folder is
+    one error naming it; ``expected`` says what should be there (``"a JSONL file"``).
+    """
+    if not str(path).strip():  # Path("") is the working folder
+        raise BadInputError(f"{path!r}: an empty path; give {expected}")
+    path = Path(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # O_NONBLOCK: open() returns at once on a FIFO
+    except FileNotFoundError:
+        raise BadInputError(f"{path}: file not found") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise BadInputError(f"{path}: is a folder, expected {expected}")
+        if stat.S_ISFIFO(mode):
+            wait = input_wait_s()
+            poller = select.poll()
+            poller.register(fd, select.POLLIN)  # POLLHUP (a writer came and went) is always reported
+            if not poller.poll(wait * 1000):
+                raise BadInputError(
+                    f"{path}: no data arrived for {wait:g} s (a FIFO with no writer?); start the writer first "
+                    f"or give a regular file ({INPUT_WAIT_ENV} sets the wait)"
+                )
+        os.set_blocking(fd, True)  # from here a FIFO has a writer: wait for its data as usual
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _megabytes(size: int) -> str:
+    return f"{size / 2**20:.1f} MB"
+
+
 def scan_jsonl(path: str | Path) -> Iterator[tuple[int, dict | None, str | None]]:
     """Yield ``(line_number, object, None)`` per non-empty line, or ``(line_number, None, error)``.
 
-    The error names the file and line (non-UTF-8 bytes, invalid or truncated JSON, a non-object),
-    so callers can stop on it or, when the user asked to skip bad lines, count it.
+    The error names the file and line (non-UTF-8 bytes, invalid or truncated JSON, a non-object, a
+    line over ``MAX_LINE_BYTES``), so callers can stop on it or, when the user asked to skip bad
+    lines, count it. The file is read through :func:`open_input` (a FIFO with no writer is an error).
     """
     path = Path(path)
-    try:
-        handle = open(path, "rb")
-    except FileNotFoundError:
-        raise BadInputError(f"{path}: file not found") from None
-    except IsADirectoryError:
-        raise BadInputError(f"{path}: is a directory, expected a JSONL file") from None
-    with handle:
+    with open_input(path, "a JSONL file") as handle:
         index = 0
         while True:
             # Bounded reads: a huge line is refused when it is read, not after it is parsed.
@@ -336,9 +418,18 @@ def scan_jsonl(path: str | Path) -> Iterator[tuple[int, dict | None, str | None]
             index += 1
             where = f"{path}:{index}"
             if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
-                while line and not line.endswith(b"\n"):  # skip the rest of the line
+                size = len(line)
+                while line and not line.endswith(b"\n"):  # skip the rest of the line, counting it
+                    if size > MAX_SKIPPED_LINE_BYTES:
+                        raise BadInputError(
+                            f"{where}: line longer than {MAX_SKIPPED_LINE_BYTES // 2**30} GB and still no end; not a JSONL file"
+                        )
                     line = handle.readline(MAX_LINE_BYTES)
-                yield index, None, f"{where}: line longer than {MAX_LINE_BYTES // 2**20} MB; not a data row"
+                    size += len(line)
+                yield index, None, (
+                    f"{where}: line longer than {MAX_LINE_BYTES // 2**20} MB, the limit for one example "
+                    f"(this line is {_megabytes(size)}); not a data row"
+                )
                 continue
             if not line.strip():
                 continue

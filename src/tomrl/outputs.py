@@ -17,10 +17,18 @@ never replaced (``/dev/null``, ``/dev/stdout``, a FIFO), are left out of the che
 A folder a command creates gets the marker ``.tomrl.json`` (``{"kind": "eval", "created_by": "tomrl
 eval"}``); folders made before the marker existed are recognised by the files their command writes
 (:func:`folder_kind`). An empty path (``--out ''``, ``out_dir: ''``) is an error, not the working folder.
+
+A folder that is continued (a study, a demo, an evaluation, an analysis) compares its recorded settings
+with the current ones through :func:`same_setting` and :func:`same_reference`, so that a folder that was
+copied or moved (with what it holds) is still the same folder: a path inside the folder itself is compared
+relative to the folder, a model or data path after resolving it (a relative and an absolute path, a
+symlink), a data file also by its content, and a path recorded relative to the folder
+(:func:`path_from_folder`) at the same place from where the folder is now.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import stat
@@ -41,6 +49,7 @@ FOLDER_KINDS: dict[str, str] = {
     "report": "tomrl report",
     "analyze-interventions": "tomrl analyze interventions",
     "analyze-probes": "tomrl analyze probes",
+    "export-verl": "tomrl export verl",
     "recipe": "tomrl data load recipe:NAME",  # replaced whole by each build: known by its files, never marked
 }
 
@@ -259,6 +268,98 @@ def claim_folder(folder: PathArg, kind: str, key: str) -> Path:
     return path
 
 
+# ----------------------------------------------------------------------------- folder identity
+
+
+def path_from_folder(value: object, folder: str | os.PathLike) -> str | None:
+    """``value`` (a model or data reference) as a path relative to ``folder``, both resolved, when it names an
+    existing local file or folder; None otherwise (a hub id, an embedded model's name, an API model).
+
+    Recorded beside a setting, it recognises the same reference after the folder was moved or copied together
+    with what it refers to (a study's evaluation of ``STUDY_DIR/runs/CELL/final``: ``../../../runs/CELL/final``).
+    """
+    if not isinstance(value, str) or not value.strip() or _not_a_path(value):
+        return None
+    path = Path(value).expanduser()
+    if not _exists(path):
+        return None
+    return os.path.relpath(resolved(path), resolved(folder))
+
+
+def _not_a_path(value: str) -> bool:
+    return "\n" in value or "\0" in value or len(value) > 4096
+
+
+def _digest(path: Path) -> str | None:
+    try:
+        digest = hashlib.sha256()
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+        return digest.hexdigest()
+    except OSError:
+        return None
+
+
+def same_content(a: str | os.PathLike, b: str | os.PathLike) -> bool:
+    """Whether ``a`` and ``b`` are regular files with the same bytes (same size, same SHA-256)."""
+    a, b = Path(a).expanduser(), Path(b).expanduser()
+    try:
+        if not (a.is_file() and b.is_file()) or a.stat().st_size != b.stat().st_size:
+            return False
+    except (OSError, ValueError):
+        return False
+    first = _digest(a)
+    return first is not None and first == _digest(b)
+
+
+def same_reference(
+    before: object, now: object, folder: str | os.PathLike | None = None, before_from_folder: str | None = None
+) -> bool:
+    """Whether a recorded model or data reference ``before`` and the current ``now`` name the same thing.
+
+    Equal strings; else, when ``now`` names an existing local path: the same file or folder once resolved (a
+    relative and an absolute path, a symlink, a hard link); the same place relative to ``folder`` as recorded
+    (``before_from_folder``, from :func:`path_from_folder`: the folder moved with the model); or two files with
+    the same content. Names that are not local paths (hub ids, embedded models) compare as written.
+    """
+    if before == now:
+        return True
+    if not isinstance(before, str) or not isinstance(now, str) or _not_a_path(before) or _not_a_path(now):
+        return False
+    if not _exists(Path(now).expanduser()):
+        return False
+    if same_path(before, now):
+        return True
+    if before_from_folder is not None and folder is not None and path_from_folder(now, folder) == before_from_folder:
+        return True
+    return same_content(before, now)
+
+
+def same_setting(
+    before: object, now: object, before_folder: str | os.PathLike | None = None, now_folder: str | os.PathLike | None = None
+) -> bool:
+    """Whether a recorded setting (a JSON value: nested dicts and lists) and the current one agree.
+
+    Values are compared item by item; two strings that differ still agree when they name a path inside the
+    folder itself at the same place relative to it (``before_folder``: where the folder was when the setting
+    was recorded, ``now_folder``: where it is now), or the same file or folder (:func:`same_reference`).
+    """
+    if isinstance(before, dict) and isinstance(now, dict):
+        return before.keys() == now.keys() and all(same_setting(before[k], now[k], before_folder, now_folder) for k in before)
+    if isinstance(before, list) and isinstance(now, list):
+        return len(before) == len(now) and all(same_setting(a, b, before_folder, now_folder) for a, b in zip(before, now))
+    if before == now:
+        return True
+    if not isinstance(before, str) or not isinstance(now, str) or not before.strip() or not now.strip():
+        return False
+    if _not_a_path(before) or _not_a_path(now):
+        return False
+    if before_folder is not None and now_folder is not None and is_inside(before, before_folder) and is_inside(now, now_folder):
+        return os.path.relpath(resolved(before), resolved(before_folder)) == os.path.relpath(resolved(now), resolved(now_folder))
+    return same_reference(before, now)
+
+
 __all__ = [
     "FOLDER_KINDS",
     "MARKER_FILE",
@@ -269,7 +370,11 @@ __all__ = [
     "folder_kind",
     "is_inside",
     "mark_folder",
+    "path_from_folder",
     "require_path",
+    "same_content",
     "same_path",
+    "same_reference",
+    "same_setting",
     "written_through",
 ]

@@ -49,9 +49,10 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import Any, Callable, Iterable, Literal, get_args
 
 from tomrl.config import setting
+from tomrl.io import BadInputError
 from tomrl.schema import Example
 
 PromptStyle = Literal["paper_a", "cot", "hitom_mc", "hitom_open", "gsm8k"]
@@ -129,12 +130,38 @@ def _check_style(style: str) -> None:
         raise ValueError(f"unknown prompt style {style!r}; known: {', '.join(PROMPT_STYLES)}")
 
 
+CHOICE_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
 def format_choices(choices: list[str]) -> str:
     """Hi-ToM's option list: ``A. blue_drawer, B. green_crate, …``."""
-    letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-    if len(choices) > len(letters):
-        raise ValueError(f"{len(choices)} choices: at most {len(letters)} can be lettered")
-    return ", ".join(f"{letters[i]}. {choice}" for i, choice in enumerate(choices))
+    if len(choices) > len(CHOICE_LETTERS):
+        raise ValueError(f"{len(choices)} choices: at most {len(CHOICE_LETTERS)} can be lettered")
+    return ", ".join(f"{CHOICE_LETTERS[i]}. {choice}" for i, choice in enumerate(choices))
+
+
+def _prompt_problem(example: Example, style: str) -> str | None:
+    """Why ``style`` cannot prompt ``example`` (``hitom_mc`` lists its choices: it needs 1 to 26), or None."""
+    if style != "hitom_mc":
+        return None
+    if not example.choices:
+        return "field 'choices': prompt style 'hitom_mc' needs choices, and this example has none"
+    if len(example.choices) > len(CHOICE_LETTERS):
+        return (f"field 'choices': prompt style 'hitom_mc' needs choices it can letter (at most {len(CHOICE_LETTERS)}), "
+                f"and this example has {len(example.choices)}")
+    return None
+
+
+def check_prompts(examples: Iterable[Example], style: str, where: Callable[[Example], str], key: str = "prompt.style") -> None:
+    """Check, before any model is loaded, that ``style`` can prompt every one of ``examples``: else one
+    :class:`~tomrl.io.BadInputError` naming the first that it cannot (``where(example)``: its file and line or
+    id) and the fix (``key``: the setting or flag that chose the style)."""
+    for example in examples:
+        problem = _prompt_problem(example, style)
+        if problem is not None:
+            raise BadInputError(f"{where(example)}: {problem}; give data with 1 to {len(CHOICE_LETTERS)} choices per question, "
+                                f"or another prompt style with {key} "
+                                "(hitom_open asks the same question without them)")
 
 
 def build_messages(example: Example, style: PromptStyle = "paper_a") -> list[dict[str, str]]:
@@ -150,8 +177,7 @@ def build_messages(example: Example, style: PromptStyle = "paper_a") -> list[dic
     if style == "cot":
         return [{"role": "user", "content": COT_USER_TEMPLATE.format(story=story, question=question)}]
     if style == "hitom_mc":
-        if not example.choices:
-            raise ValueError(f"example {example.id}: style 'hitom_mc' needs choices, and this example has none")
+        check_prompts([example], style, lambda e: f"example {e.id!r}")
         body = f"{HITOM_MC_INSTRUCTION}\nStory:\n{story}\nQuestion: {question}\nChoices: {format_choices(example.choices)}\n\n{HITOM_NOTE}\n"
     else:
         body = f"{HITOM_OPEN_INSTRUCTION}\nStory:\n{story}\nQuestion: {question}\n\n{HITOM_NOTE}\n"

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from tomrl.io import BadInputError, scan_jsonl, write_jsonl
+from tomrl.io import BadInputError, quoted, scan_jsonl, write_jsonl
 
 SPLITS = ("train", "validation", "test")
 
@@ -66,7 +66,7 @@ def example_from_dict(row: dict, where: str) -> Example:
         raise BadInputError(f"{where}: field '{missing[0]}': missing (required fields: {', '.join(FIELD_NAMES)})")
     unknown = sorted(set(row) - set(FIELD_NAMES))
     if unknown:
-        raise BadInputError(f"{where}: field '{unknown[0]}': unknown field (put extra data under 'meta')")
+        raise BadInputError(f"{where}: field {quoted(unknown[0])}: unknown field (put extra data under 'meta')")
     for name in _REQUIRED_STRINGS:
         value = row[name]
         if not isinstance(value, str):
@@ -74,7 +74,7 @@ def example_from_dict(row: dict, where: str) -> Example:
         if not value.strip():
             raise BadInputError(f"{where}: field '{name}': empty")
     if row["split"] not in SPLITS:
-        raise BadInputError(f"{where}: field 'split': {row['split']!r} is not one of {', '.join(SPLITS)}")
+        raise BadInputError(f"{where}: field 'split': {quoted(row['split'])} is not one of {', '.join(SPLITS)}")
     for name in ("order", "story_length"):
         value = row[name]
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
@@ -84,7 +84,7 @@ def example_from_dict(row: dict, where: str) -> Example:
     named_order = ORDER_OF_QUESTION_TYPE.get(row["question_type"])
     if named_order is not None and row["order"] is not None and row["order"] != named_order:
         raise BadInputError(
-            f"{where}: field 'order': {row['order']} contradicts question_type {row['question_type']!r} (order {named_order})"
+            f"{where}: field 'order': {row['order']} contradicts question_type {quoted(row['question_type'])} (order {named_order})"
         )
     if row["deception"] is not None and not isinstance(row["deception"], bool):
         raise BadInputError(f"{where}: field 'deception': expected true, false or null, got {_type_name(row['deception'])}")
@@ -134,7 +134,7 @@ def read_examples(path: str | Path, skip_bad: bool = False, report: ReadReport |
                 raise BadInputError(line_error)
             example = example_from_dict(obj, where)
             if example.id in seen:
-                raise BadInputError(f"{where}: field 'id': duplicate id {example.id!r} (first on line {seen[example.id]})")
+                raise BadInputError(f"{where}: field 'id': duplicate id {quoted(example.id)} (first on line {seen[example.id]})")
         except BadInputError as err:
             if not skip_bad:
                 raise

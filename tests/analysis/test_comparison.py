@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tomrl.analysis.comparison import EvalSet, compare, pair_units, to_markdown
+from tomrl.analysis.significance import ONE_TRAINING_SEED
 from tomrl.generators import generate
 from tomrl.generators.config import GenerateConfig
 
@@ -20,10 +21,17 @@ def test_a_perfect_model_beats_the_rule_and_a_silent_one_does_not():
     assert overall["models"]["perfect"]["value"] == 1.0 and overall["models"]["silent"]["value"] == 0.0
     assert overall["rule_accuracy"]["n"] == 60 and 0 < overall["rule_accuracy"]["value"] <= 1
     assert overall["beats_rule"] == (["perfect"] if overall["rule_accuracy"]["value"] < 0.94 else [])
-    assert overall["change"]["verdict"] == "gain" and overall["change"]["from"] == "silent"
+    # The change between the last two models is a training effect, measured here on one model each: one training seed.
+    assert overall["change"]["verdict"] == "gain (one training seed)" and overall["change"]["from"] == "silent"
     assert {r["group"] for r in comparison["rows"]} == {"all", "order 0", "order 1", "order 2"}
     markdown = to_markdown(comparison, "caption")
     assert "best no-ToM rule" in markdown and "100.0 [" in markdown
+    assert ONE_TRAINING_SEED in markdown
+    # Models that do not differ by training (two base models) keep the plain verdict and no seed note.
+    untrained = compare(sets, {"silent": {"gen": rows_where(examples, lambda e: False)},
+                               "perfect": {"gen": rows_where(examples, lambda e: True)}}, training_effect=False)
+    assert next(r for r in untrained["rows"] if r["group"] == "all")["change"]["verdict"] == "gain"
+    assert ONE_TRAINING_SEED not in to_markdown(untrained)
 
 
 def test_pair_rows_count_a_pair_right_only_when_both_members_are():

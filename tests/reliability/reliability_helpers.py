@@ -84,3 +84,16 @@ def jsonl_rows(path: Path) -> list[dict]:
 def leftover_temp_files(folder: Path) -> list[Path]:
     """Temporary files of :func:`tomrl.io.atomic_open` (``.NAME.XXXX.tmp``) left in ``folder``."""
     return sorted(p for p in folder.rglob(".*.tmp"))
+
+
+def one_error(err: str, alone: bool = True) -> str:
+    """The one ``tomrl: error:`` line of a command's stderr (no traceback). ``alone``: it is all of stderr;
+    else it is the last line and no other line is an error (progress lines may come before it)."""
+    lines = [line for line in err.strip().splitlines() if line.strip()]
+    assert "Traceback" not in err, err
+    if alone:
+        assert len(lines) == 1 and lines[0].startswith("tomrl: error:"), err
+        return lines[0]
+    assert lines and lines[-1].startswith("tomrl: error:"), err
+    assert sum(line.startswith("tomrl: error:") for line in lines) == 1, err
+    return lines[-1]

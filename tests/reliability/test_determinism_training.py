@@ -48,6 +48,20 @@ def test_precision_auto_is_a_function_of_cpu_features_only():
     assert "avx512_bf16" in cpu_precision({"avx512_bf16"})[1]  # the reason names the feature
 
 
+def test_deterministic_kernels_default_on_for_cpus_off_for_gpus_and_say_why(tmp_path):
+    """The decision recorded in summary.json / done.json. Off leaves torch untouched (checked in a fresh process:
+    the training tests in this one have switched deterministic algorithms on)."""
+    script = (
+        "import torch; from tomrl.models import make_torch_deterministic as m\n"
+        "print(m('cuda', None)); print(m('cpu', False)); print(torch.are_deterministic_algorithms_enabled())\n"
+        "print(m('cpu', None)); print(torch.are_deterministic_algorithms_enabled())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, env=cli_env(tmp_path)).stdout.splitlines()
+    assert out[0] == "deterministic kernels off: GPU default (set deterministic=true for bit-identical reruns)"
+    assert out[1] == "deterministic kernels off: deterministic=false" and out[2] == "False"
+    assert out[3] == "deterministic kernels on (CPU default)" and out[4] == "True"
+
+
 def test_precision_auto_on_this_cpu_follows_its_flags_and_ignores_timings(monkeypatch):
     import tomrl.models as models
 

@@ -16,7 +16,7 @@ import signal
 from pathlib import Path
 
 import pytest
-from reliability_helpers import REPO_ROOT, cli_env, kill, run_cli, start_cli, wait_until
+from reliability_helpers import REPO_ROOT, cli_env, kill, one_error, run_cli, start_cli, wait_until
 
 from tomrl.cli import main
 from tomrl.config import ConfigError, load_config
@@ -24,13 +24,6 @@ from tomrl.training.config import TrainConfig
 
 SMOKE = str(REPO_ROOT / "configs" / "train" / "smoke_cpu.yaml")
 FAST = ["max_steps=1", "eval.every_steps=0", "eval.at_start=false", "save_every=1"]
-
-
-def _one_error(err: str) -> str:
-    lines = [line for line in err.strip().splitlines() if line.strip()]
-    assert lines and lines[-1].startswith("tomrl: error:") and "Traceback" not in err, err
-    assert sum(line.startswith("tomrl: error:") for line in lines) == 1, err
-    return lines[-1]
 
 
 CONFIG_TRIGGERS = [
@@ -48,7 +41,7 @@ CONFIG_TRIGGERS = [
 def test_train_non_finite_and_out_of_range_values_fail_before_the_run_folder(tmp_path, overrides, expected, capsys):
     run_dir = tmp_path / "run"
     assert main(["train", "--config", SMOKE, f"run_dir={run_dir}", *overrides]) == 2
-    assert expected in _one_error(capsys.readouterr().err)
+    assert expected in one_error(capsys.readouterr().err, alone=False)
     assert not run_dir.exists()
 
 
@@ -123,7 +116,7 @@ def test_train_on_a_broken_model_folder_fails_before_the_run_folder(tmp_path, wh
     folder, expected = broken_models[which]
     run_dir = tmp_path / "run"
     assert main(["train", "--config", SMOKE, f"run_dir={run_dir}", f"model={folder}"]) == 2
-    assert expected in _one_error(capsys.readouterr().err)
+    assert expected in one_error(capsys.readouterr().err, alone=False)
     assert not run_dir.exists()
 
 
@@ -132,7 +125,7 @@ def test_eval_on_a_broken_model_folder_is_one_error_line(tmp_path, which, broken
     folder, expected = broken_models[which]
     out = tmp_path / "run"
     assert main(["eval", "--model", str(folder), "--benchmark", "tomrl-hitom-order0", "--limit", "1", "--out", str(out), "heldout_n=2"]) == 2
-    assert expected in _one_error(capsys.readouterr().err)
+    assert expected in one_error(capsys.readouterr().err, alone=False)
     assert not out.exists()
     assert not list(folder.glob("*.RAN"))
 
@@ -141,7 +134,7 @@ def test_eval_on_an_unknown_gpu_is_one_error_line(tmp_path, capsys):
     for device, expected in (("gpu9", "device must be cpu, cuda, cuda:N"), ("cuda:9", "cuda:9 asked for")):
         out = tmp_path / device
         assert main(["eval", "--model", "tiny-qwen2", "--benchmark", "tomrl-hitom-order0", "--out", str(out), f"device={device}"]) == 2
-        assert expected in _one_error(capsys.readouterr().err)
+        assert expected in one_error(capsys.readouterr().err, alone=False)
         assert not out.exists()
 
 
@@ -150,7 +143,7 @@ def test_eval_on_a_hub_id_offline_is_one_error_line(tmp_path, hermetic_home):
     result = run_cli(["eval", "--model", "no-such-org/no-such-model", "--benchmark", "tomrl-hitom-order0", "--limit", "1",
                       "--out", str(tmp_path / "run"), "heldout_n=2"], env, tmp_path)
     assert result.returncode == 2
-    _one_error(result.stderr)
+    one_error(result.stderr, alone=False)
 
 
 # ----------------------------------------------------------------------------- take-over of a failed run
@@ -196,7 +189,7 @@ def test_train_failing_after_its_folder_exists_then_the_corrected_command_runs(t
     run_dir = tmp_path / "run"
     failed = run_cli(["train", "--config", SMOKE, f"run_dir={run_dir}", "max_prompt_length=5", *FAST], env, tmp_path)
     assert failed.returncode == 2
-    assert "every training prompt is longer than max_prompt_length=5" in _one_error(failed.stderr)
+    assert "every training prompt is longer than max_prompt_length=5" in one_error(failed.stderr, alone=False)
     corrected = run_cli(["train", "--config", SMOKE, f"run_dir={run_dir}", *FAST], env, tmp_path)
     assert corrected.returncode == 0, corrected.stderr[-3000:]
     assert "stopped before its first checkpoint" in corrected.stdout
@@ -209,7 +202,7 @@ def test_train_on_a_hub_id_offline_leaves_a_folder_the_corrected_command_takes_o
     run_dir = tmp_path / "run"
     failed = run_cli(["train", "--config", SMOKE, f"run_dir={run_dir}", "model=no-such-org/no-such-model", *FAST], env, tmp_path)
     assert failed.returncode == 2
-    _one_error(failed.stderr)
+    one_error(failed.stderr, alone=False)
     corrected = run_cli(["train", "--config", SMOKE, f"run_dir={run_dir}", *FAST], env, tmp_path)
     assert corrected.returncode == 0, corrected.stderr[-3000:]
 

@@ -17,19 +17,13 @@ import sys
 import time
 
 import pytest
-from reliability_helpers import REPO_ROOT, cli_env, leftover_temp_files, run_cli
+from reliability_helpers import REPO_ROOT, cli_env, leftover_temp_files, one_error, run_cli
 
 from tomrl.cli import main
 from tomrl.io import BadInputError, atomic_write_text
 
 GENERATE = ["data", "generate", "hitom", "--n", "3"]
 SMOKE = str(REPO_ROOT / "configs" / "train" / "smoke_cpu.yaml")
-
-
-def _one_error(err: str) -> str:
-    lines = [line for line in err.strip().splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("tomrl: error:") and "Traceback" not in err, err
-    return lines[0]
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="mknod needs root")
@@ -46,7 +40,7 @@ def test_a_fifo_is_written_through_when_read_and_refused_without_a_reader(tmp_pa
     os.mkfifo(fifo)
     # No reader: one error at once, not a hang, and the FIFO stays.
     assert main([*GENERATE, "--out", str(fifo)]) == 2
-    assert "FIFO with no reader" in _one_error(capsys.readouterr().err)
+    assert "FIFO with no reader" in one_error(capsys.readouterr().err)
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
     # With a reader the rows arrive through it.
     reader = subprocess.Popen([sys.executable, "-c", f"import sys; sys.stdout.write(open({str(fifo)!r}).read())"], stdout=subprocess.PIPE, text=True)
@@ -143,7 +137,7 @@ def test_an_unwritable_out_is_one_error_line_on_every_verb(tmp_path, verb, gener
         code = main(VERBS_WITH_OUT[verb](out, data))
         err = capsys.readouterr().err
         assert code == 2, (verb, label, err)
-        _one_error(err)
+        one_error(err)
 
 
 def test_a_read_only_folder_is_one_error_line(tmp_path, hermetic_home):
@@ -161,7 +155,7 @@ def test_a_read_only_folder_is_one_error_line(tmp_path, hermetic_home):
     finally:
         folder.chmod(0o700)
     assert result.returncode == 2, result.stderr
-    assert _one_error(result.stderr) == f"tomrl: error: {folder / 'x.jsonl'}: Permission denied"
+    assert one_error(result.stderr) == f"tomrl: error: {folder / 'x.jsonl'}: Permission denied"
 
 
 KILLED_WRITER = """

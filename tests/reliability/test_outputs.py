@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 import pytest
-from reliability_helpers import REPO_ROOT
+from reliability_helpers import REPO_ROOT, one_error
 
 from tomrl.cli import main
 from tomrl.outputs import (
@@ -28,12 +28,6 @@ from tomrl.outputs import (
 )
 
 STUDY_SMOKE = str(REPO_ROOT / "configs" / "study" / "smoke.yaml")
-
-
-def _one_error(err: str) -> str:
-    lines = [line for line in err.strip().splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("tomrl: error:") and "Traceback" not in err, err
-    return lines[0]
 
 
 def _snapshot(root: Path) -> dict[str, str]:
@@ -53,7 +47,7 @@ def _refused(argv: list[str], root: Path, capsys) -> str:
     err = capsys.readouterr().err
     assert code == 2, err
     assert _snapshot(root) == before, "a refused command wrote or changed files"
-    return _one_error(err)
+    return one_error(err)
 
 
 @pytest.fixture(scope="module")
@@ -199,6 +193,7 @@ FOLDER_VERBS = {
                               ["analyze", "interventions", "--model", "a=smollm2-135m", "--data", "data.jsonl", "--out", "OUT"]),
     "analyze probes": ("analyze-probes", ["analyze", "probes", "--model", "a=smollm2-135m", "--data", "data.jsonl", "--out", "OUT"]),
     "report": ("report", ["report", "runs", "--out", "OUT"]),
+    "export verl": ("export-verl", ["export", "verl", "--config", str(REPO_ROOT / "configs" / "train" / "smoke_cpu.yaml"), "--out", "OUT"]),
 }
 FOREIGN = ["train", "eval", "demo", "study", "analyze-interventions", "report", "marked train"]
 

@@ -8,7 +8,7 @@ import pytest
 
 from tomrl.generators.config import GenerateConfig
 
-from tests.reliability.reliability_helpers import REPO_ROOT, cli_env, run_cli
+from tests.reliability.reliability_helpers import REPO_ROOT, cli_env, one_error, run_cli
 
 
 @pytest.mark.parametrize(
@@ -68,7 +68,7 @@ def test_eval_flags_that_disagree_or_name_the_wrong_file_fail_in_one_line(tmp_pa
 
 
 @pytest.mark.parametrize("flag, message", [
-    (["--seed", "-1"], "--seed must be >= 0"),
+    (["--seed", "-1"], "--seed: a seed must be between 0 and 4294967295"),
     (["--batch-size", "0"], "--batch-size must be >= 1"),
     (["--threads", "-1"], "--threads must be >= 1"),
     (["--device", "cuda"], "cuda asked for, but this machine has 0 CUDA GPUs"),
@@ -85,3 +85,88 @@ def test_analyze_flags_are_checked_before_any_model_loads(tmp_path, hermetic_hom
     result = run_cli(["analyze", "interventions", "--model", "a=tiny-qwen2", "--data", str(data), "--out", str(out), *flag], env, REPO_ROOT, timeout=120)
     assert result.returncode == 2 and message in result.stderr and "Traceback" not in result.stderr, result.stderr[-2000:]
     assert not out.exists()
+
+
+# ----------------------------------------------------------------------------- issue 27: the CLI fuzz's findings
+
+
+def _write_rows(path, examples) -> str:
+    from tomrl.io import write_jsonl
+
+    write_jsonl(path, [e.to_dict() for e in examples])
+    return str(path)
+
+
+@pytest.mark.parametrize("verb", ["data audit", "analyze probes"])
+@pytest.mark.parametrize("seed", ["-1", str(2**32), str(10**30)])
+def test_a_seed_outside_numpy_s_range_is_one_error_naming_the_flag(tmp_path, hermetic_home, generated_examples, verb, seed):
+    """``--seed`` goes to sklearn, which takes 0..2**32-1 only: ``data audit --seed -1`` ended in its
+    InvalidParameterError traceback; now both verbs check it first (``tomrl.config.check_seed``)."""
+    hitom, tomi = generated_examples
+    data = _write_rows(tmp_path / "rows.jsonl", hitom + tomi)
+    out = tmp_path / "out"
+    args = {"data audit": ["data", "audit", "--test", data, "--json", str(out)],
+            "analyze probes": ["analyze", "probes", "--model", "tiny-qwen2", "--data", data, "--out", str(out)]}[verb]
+    result = run_cli([*args, "--seed", seed], cli_env(hermetic_home), REPO_ROOT, timeout=120)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert f"--seed: a seed must be between 0 and 4294967295, got {seed}" in one_error(result.stderr)
+    assert not out.exists()
+
+
+def test_the_largest_seed_is_accepted_by_data_audit(tmp_path, hermetic_home, generated_examples):
+    hitom, tomi = generated_examples
+    data = _write_rows(tmp_path / "rows.jsonl", hitom + tomi)
+    out = tmp_path / "audit.json"
+    result = run_cli(["data", "audit", "--test", data, "--json", str(out), "--seed", str(2**32 - 1)], cli_env(hermetic_home), REPO_ROOT)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert out.exists()
+
+
+@pytest.mark.parametrize("verb", ["eval", "analyze probes"])
+def test_a_multiple_choice_prompt_on_rows_without_choices_is_one_error_before_any_work(tmp_path, hermetic_home, generated_examples, verb):
+    """``prompt.style=hitom_mc`` (eval) / ``--prompt-style hitom_mc`` (probes) on ToMi rows, which have no
+    choices, ended in a ValueError traceback from tomrl.prompts while the prompts were built; now every selected
+    question is checked first: one line naming the file, the example and the setting, and nothing written."""
+    _, tomi = generated_examples
+    assert all(not e.choices for e in tomi)
+    data = _write_rows(tmp_path / "tomi.jsonl", tomi)
+    out = tmp_path / "out"
+    args, where, key = {
+        "eval": (["eval", "--model", "tiny-qwen2", "--benchmark", data, "--limit", "2", "--out", str(out), "prompt.style=hitom_mc"],
+                 f"{data}: example '", "prompt.style"),
+        "analyze probes": (["analyze", "probes", "--model", "tiny-qwen2", "--data", data, "--out", str(out), "--limit", "4",
+                            "--prompt-style", "hitom_mc"], f"{data}:1: ", "--prompt-style"),
+    }[verb]
+    result = run_cli(args, cli_env(hermetic_home), REPO_ROOT, timeout=120)
+    assert result.returncode == 2, result.stderr[-2000:]
+    error = one_error(result.stderr)
+    assert where in error and "field 'choices': prompt style 'hitom_mc' needs choices" in error, error
+    assert f"another prompt style with {key}" in error, error
+    assert not out.exists()
+
+
+def test_building_a_multiple_choice_prompt_without_usable_choices_is_bad_input(generated_examples):
+    """Where no caller checked first (training data), the prompt builder's own error is tomrl's one-line kind."""
+    from tomrl.io import BadInputError
+    from tomrl.prompts import build_messages
+
+    hitom, tomi = generated_examples
+    assert hitom[0].choices and "Choices: A. " in build_messages(hitom[0], "hitom_mc")[0]["content"]
+    with pytest.raises(BadInputError, match=rf"example '{tomi[0].id}': field 'choices': .* needs choices, and this example has none"):
+        build_messages(tomi[0], "hitom_mc")
+    too_many = hitom[0].replace(choices=[f"box_{i}" for i in range(27)])
+    with pytest.raises(BadInputError, match="at most 26"):
+        build_messages(too_many, "hitom_mc")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["report", "--study", ""], "--study: an empty path"),
+    (["report", "--study", " "], "--study: an empty path"),
+    (["report", ""], "RUN_DIR: an empty path"),
+])
+def test_report_on_an_empty_path_is_one_error_naming_the_argument(tmp_path, hermetic_home, args, message):
+    """``tomrl report --study ''`` read the working folder (``.: no grid.json``), ``tomrl report ''`` searched it."""
+    result = run_cli(args, cli_env(hermetic_home), tmp_path, timeout=120)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert message in one_error(result.stderr)
+    assert list(tmp_path.iterdir()) == []

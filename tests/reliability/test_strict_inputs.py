@@ -16,19 +16,13 @@ import sys
 import time
 
 import pytest
-from reliability_helpers import cli_env, run_cli
+from reliability_helpers import cli_env, one_error, run_cli
 
 from tomrl.cli import main
 from tomrl.config import ConfigError, load_config, read_yaml
 from tomrl.io import MAX_LINE_BYTES, BadInputError, iter_jsonl, scan_jsonl, write_jsonl
 from tomrl.schema import read_examples
 from tomrl.training.config import TrainConfig
-
-
-def _one_error(err: str) -> str:
-    lines = [line for line in err.strip().splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("tomrl: error:") and "Traceback" not in err, err
-    return lines[0]
 
 
 @pytest.fixture
@@ -46,7 +40,7 @@ def test_a_duplicate_json_key_is_an_error_naming_the_line(tmp_path, good_rows, c
     with pytest.raises(BadInputError, match=r"dup.jsonl:2: duplicate key 'answer'"):
         read_examples(path)
     assert main(["data", "check", str(path)]) == 2
-    assert "duplicate key 'answer'" in _one_error(capsys.readouterr().err)
+    assert "duplicate key 'answer'" in one_error(capsys.readouterr().err)
 
 
 def test_a_duplicate_yaml_key_is_an_error_naming_the_file(tmp_path):
@@ -83,7 +77,7 @@ def test_a_50_mb_line_is_refused_while_reading(tmp_path, good_rows, hermetic_hom
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=120,
     )
     *messages, peak_kb = process.stderr.strip().splitlines()
-    assert process.returncode == 2 and "line longer than" in _one_error("\n".join(messages) + "\n")
+    assert process.returncode == 2 and "line longer than" in one_error("\n".join(messages) + "\n")
     assert time.perf_counter() - started < 30
     peak_mb = int(peak_kb) / 1024
     assert peak_mb < 250, f"{peak_mb:.0f} MB"  # ~75 MB when the line is read in bounded pieces
@@ -105,23 +99,23 @@ def test_deeply_nested_json_in_a_jsonl_line(tmp_path, capsys):
     with pytest.raises(BadInputError, match="deep.jsonl:1: JSON nested too deeply"):
         list(iter_jsonl(path))
     assert main(["data", "check", str(path)]) == 2
-    _one_error(capsys.readouterr().err)
+    one_error(capsys.readouterr().err)
 
 
 def test_deeply_nested_json_in_a_json_data_file(tmp_path, capsys):
     path = tmp_path / "deep.json"
     path.write_text(DEEP)
     assert main(["data", "load", "hitom", "--path", str(path), "--out", str(tmp_path / "out.jsonl")]) == 2
-    assert "nested too deeply" in _one_error(capsys.readouterr().err)
+    assert "nested too deeply" in one_error(capsys.readouterr().err)
 
 
 def test_deeply_nested_yaml_config_and_override(tmp_path, capsys):
     path = tmp_path / "deep.yaml"
     path.write_text("a: " + DEEP)
     assert main(["train", "--config", str(path), f"run_dir={tmp_path / 'run'}"]) == 2
-    assert "nested too deeply" in _one_error(capsys.readouterr().err)
+    assert "nested too deeply" in one_error(capsys.readouterr().err)
     assert main(["eval", "--model", "tiny-qwen2", f"data_paths={DEEP}"]) == 2
-    assert "nested too deeply" in _one_error(capsys.readouterr().err)
+    assert "nested too deeply" in one_error(capsys.readouterr().err)
 
 
 def test_deeply_nested_results_json_for_the_table_and_the_report(tmp_path, capsys):
@@ -129,9 +123,9 @@ def test_deeply_nested_results_json_for_the_table_and_the_report(tmp_path, capsy
     run.mkdir()
     (run / "results.json").write_text(DEEP)
     assert main(["eval", "--table", str(run)]) == 2
-    _one_error(capsys.readouterr().err)
+    one_error(capsys.readouterr().err)
     assert main(["report", str(run), "--out", str(tmp_path / "report")]) == 2
-    _one_error(capsys.readouterr().err)
+    one_error(capsys.readouterr().err)
 
 
 def test_an_order_contradicting_its_question_type_is_refused(tmp_path, good_rows, capsys):
@@ -146,7 +140,7 @@ def test_verify_names_file_line_and_field_of_an_unparseable_sentence(tmp_path, g
     bad = dict(good_rows[1], story=good_rows[1]["story"].replace(".", " and then the moon sang.", 1))
     write_jsonl(path, [good_rows[0], bad, good_rows[2]])
     assert main(["data", "verify", str(path)]) == 2
-    line = _one_error(capsys.readouterr().err)
+    line = one_error(capsys.readouterr().err)
     assert "gibberish.jsonl:2: field 'story': story sentence" in line
     assert main(["data", "verify", str(path), "--skip-bad"]) == 0
     assert "skipped 1 bad lines" in capsys.readouterr().out

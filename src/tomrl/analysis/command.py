@@ -48,6 +48,11 @@ def run(args: argparse.Namespace) -> int:
     from tomrl.analysis.runs import load_runs
     from tomrl.config import ConfigError
 
+    # An empty path is not the working folder (what Path("") would read): say which argument is empty.
+    if args.study is not None and not args.study.strip():
+        raise ConfigError("--study: an empty path; give the folder of a `tomrl study` (holding grid.json)")
+    if any(not run_dir.strip() for run_dir in args.run_dirs):
+        raise ConfigError("RUN_DIR: an empty path; give training-run and/or evaluation folders")
     if args.study is not None:
         if args.run_dirs:
             raise ConfigError("give either RUN_DIRs or --study STUDY_DIR, not both")
@@ -73,7 +78,10 @@ def run(args: argparse.Namespace) -> int:
     check_outputs({"--out": out}, inputs={"RUN_DIR": args.run_dirs})
     console = Console(stderr=True)
     runs = load_runs(args.run_dirs)
-    console.print(f"read {len(runs.training)} training run(s) and {len(runs.evaluations)} evaluation(s)")
+    traced = f" ({len(runs.origins)} more run folder(s) traced from evaluated models)" if runs.origins else ""
+    console.print(f"read {len(runs.training)} training run(s) and {len(runs.evaluations)} evaluation(s){traced}")
+    for note in runs.skipped:
+        console.print(f"[yellow]note:[/yellow] {note}")
     options = default_options(title=args.title, min_relative_drop=args.min_relative_drop,
                               min_entropy_drop=args.min_entropy_drop, trace_views=args.traces, trace_seed=args.trace_seed)
     for note in options.notes:
@@ -85,7 +93,8 @@ def run(args: argparse.Namespace) -> int:
 
     detectors = json.loads(written["detectors"].read_text(encoding="utf-8"))["detectors"]
     for result in detectors:
-        mark = "[bold red]FIRED[/bold red]" if result["fired"] else result["verdict"]
+        qualifier = result["verdict"][len("fired"):] if result["verdict"].startswith("fired") else ""  # "(one training seed)"
+        mark = f"[bold red]FIRED[/bold red]{qualifier}" if result["fired"] else result["verdict"]
         console.print(f"  {result['title']} — {result['subject']}: {mark}")
     console.print(f"report: {written['html']} and {written['markdown']}")
     fired = any(result["fired"] for result in detectors)

@@ -18,7 +18,13 @@ set, and for each order within it, a row gives:
   the baseline's accuracy and chance (the rules get no pair right by construction, guessing does);
 - the change from the second-to-last model to the last (warm start → RL) with a 95 % Newcombe
   interval (treating the two as independent samples, which is conservative for the same
-  questions), and whether it is significant (interval above or below zero).
+  questions), and whether it is significant (interval above or below zero). That change is a
+  training effect (``training_effect=True``, the default), and the interval covers question
+  sampling only: a model given as :class:`TrainingSeeds` (one model per training seed) is pooled
+  over its seeds and the change is also given per seed, with their range and sd; a gain or loss is
+  then claimed only when every seed's change has its sign ("inconclusive: training seeds disagree
+  (…)" otherwise). A model given once is one training seed, and the change says so
+  (:data:`tomrl.analysis.significance.ONE_TRAINING_SEED`).
 
 Rows with questions of order >= 2 also give the best partial-ToM rule (one named agent's own
 first-order belief, :mod:`tomrl.world.partial`), beside the no-ToM baseline. Sets with questions of
@@ -31,13 +37,16 @@ members right. The two members' gold answers differ, so a rule that ignores the 
 the swapped agent cannot get both right unless it happens to read that event.
 
 Model rows come from evaluation samples (``samples.jsonl`` rows: ``id`` and ``correct``).
+
+    compare(sets, {"warm start": TrainingSeeds({0: rows_w0, 1: rows_w1}), "RL": TrainingSeeds({0: rows_r0, 1: rows_r1})})
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Mapping, Sequence, Union
 
+from tomrl.analysis.significance import ONE_TRAINING_SEED, SeedEffects, difference_interval, training_effect_verdict
 from tomrl.generators.pairs import pair_units  # the contrast pairs of a set (also imported from here)
 from tomrl.schema import Example
 from tomrl.stats import Accuracy, accuracy
@@ -59,11 +68,35 @@ class EvalSet:
         object.__setattr__(self, "examples", tuple(examples))
 
 
-def compare(sets: Sequence[EvalSet], models: Mapping[str, Mapping[str, dict]], train: Sequence[Example] | None = None) -> dict:
+@dataclass(frozen=True)
+class TrainingSeeds:
+    """One model trained with several seeds: training seed -> its rows ({set name: {example id: sample row}})."""
+
+    by_seed: Mapping[object, Mapping[str, Mapping[str, dict]]]
+
+
+ModelRows = Union[Mapping[str, Mapping[str, dict]], TrainingSeeds]
+ONE_RUN = "one run"  # the seed name of a model given once (its seed is not known here)
+
+
+def _by_seed(model: ModelRows) -> dict[str, Mapping[str, Mapping[str, dict]]]:
+    """A model's rows per training seed; a model given once is one run of one seed (:data:`ONE_RUN` names it)."""
+    if isinstance(model, TrainingSeeds):
+        if not model.by_seed:
+            raise ValueError("TrainingSeeds needs at least one seed")
+        return {str(seed): rows for seed, rows in model.by_seed.items()}
+    return {ONE_RUN: model}
+
+
+def compare(sets: Sequence[EvalSet], models: Mapping[str, ModelRows], train: Sequence[Example] | None = None,
+            training_effect: bool = True) -> dict:
     """The comparison as JSON-able rows; ``models``: label -> {example id -> sample row} per set name
-    (``models[label][set.name]`` is that set's rows by id); ``train``: the no-ToM baseline's learners
-    are also fitted on these questions (e.g. the training data) besides being cross-fitted on each set."""
-    from tomrl.analysis.significance import difference_interval
+    (``models[label][set.name]`` is that set's rows by id), or a :class:`TrainingSeeds` of such rows
+    (pooled in the model's column, and the change computed per seed); ``train``: the no-ToM baseline's
+    learners are also fitted on these questions (e.g. the training data) besides being cross-fitted on
+    each set; ``training_effect``: the last two models differ by training (warm start → RL, base →
+    trained), so their change carries the spread over training seeds, or the note that one seed does
+    not measure it; False for models that differ otherwise (two base models)."""
     from tomrl.audit.baseline import no_tom_baseline
     from tomrl.audit.heuristics import is_location_question
     from tomrl.audit.partial import audit_questions
@@ -71,6 +104,7 @@ def compare(sets: Sequence[EvalSet], models: Mapping[str, Mapping[str, dict]], t
     from tomrl.rewards.answer import answers_match
 
     labels = list(models)
+    seeds = {label: _by_seed(models[label]) for label in labels}
     rows = []
     for eval_set in sets:
         examples = list(eval_set.examples)
@@ -92,9 +126,11 @@ def compare(sets: Sequence[EvalSet], models: Mapping[str, Mapping[str, dict]], t
         for group, members in groups:
             rule = rules.get(str(members[0].order)) if group.startswith("order ") else combined
             rule_acc = _rule_accuracy(rule, members, answers_match) if rule is not None else None
-            model_accs = {label: _model_accuracy(models[label].get(eval_set.name, {}), members) for label in labels}
+            per_seed = {label: {seed: _model_flags(rows.get(eval_set.name, {}), members) for seed, rows in by_seed.items()}
+                        for label, by_seed in seeds.items()}
             group_chance = sum(chance[e.id] for e in members) / len(members)
-            row = _row(eval_set, group, "item", rule, rule_acc, model_accs, labels, difference_interval, group_chance)
+            row = _row(eval_set, group, "item", rule, rule_acc, per_seed, labels, difference_interval, group_chance,
+                       training_effect)
             row["partial"] = _partial_accuracy([e for e in members if e.id in audited], audited, answers_match)
             rows.append(row)
         pairs = pair_units(examples)
@@ -103,16 +139,16 @@ def compare(sets: Sequence[EvalSet], models: Mapping[str, Mapping[str, dict]], t
             rule_pairs = None
             if combined is not None:
                 rule_pairs = accuracy([all(answers_match(combined.answers.get(i), by_id[i].answer) for i in pair) for pair in pairs])
-            model_accs = {}
-            for label in labels:
-                samples = models[label].get(eval_set.name, {})
-                answered = [pair for pair in pairs if all(i in samples for i in pair)]
-                model_accs[label] = accuracy([all(bool(samples[i]["correct"]) for i in pair) for pair in answered])
+            per_seed = {label: {seed: _pair_flags(rows.get(eval_set.name, {}), pairs) for seed, rows in by_seed.items()}
+                        for label, by_seed in seeds.items()}
             pair_chance = sum(chance[a] * chance[b] for a, b in pairs) / len(pairs)
-            row = _row(eval_set, "pairs", "pair", combined, rule_pairs, model_accs, labels, difference_interval, pair_chance)
+            row = _row(eval_set, "pairs", "pair", combined, rule_pairs, per_seed, labels, difference_interval, pair_chance,
+                       training_effect)
             row["partial"] = _partial_pair_accuracy(pairs, by_id, audited, answers_match)
             rows.append(row)
-    return {"models": labels, "rows": rows}
+    return {"models": labels, "rows": rows, "training_effect": training_effect,
+            "training_seeds": {label: list(models[label].by_seed) if isinstance(models[label], TrainingSeeds) else None
+                               for label in labels}}
 
 
 # Row groups of questions of order >= 2 by whether one named agent's own first-order belief answers them
@@ -148,11 +184,43 @@ def _rule_accuracy(rule, members: Sequence[Example], answers_match) -> Accuracy:
     return accuracy([answers_match(rule.answers.get(e.id), e.answer) for e in members])
 
 
-def _model_accuracy(samples: Mapping[str, dict], members: Sequence[Example]) -> Accuracy:
-    return accuracy([bool(samples[e.id]["correct"]) for e in members if e.id in samples])
+def _model_flags(samples: Mapping[str, dict], members: Sequence[Example]) -> list[bool]:
+    return [bool(samples[e.id]["correct"]) for e in members if e.id in samples]
 
 
-def _row(eval_set: EvalSet, group: str, unit: str, rule, rule_acc, model_accs, labels, difference_interval, chance: float) -> dict:
+def _pair_flags(samples: Mapping[str, dict], pairs) -> list[bool]:
+    """Both members right, for every pair whose two members were answered."""
+    return [all(bool(samples[i]["correct"]) for i in pair) for pair in pairs if all(i in samples for i in pair)]
+
+
+def _seed_changes(before: Mapping[str, list[bool]], after: Mapping[str, list[bool]]) -> dict[str, float]:
+    """The change after − before per training seed: seeds paired by name when both models have several,
+    else every seed of the one against the single other."""
+    def share(flags: list[bool]) -> float | None:
+        return sum(flags) / len(flags) if flags else None
+
+    if len(before) > 1 and len(after) > 1 and any(seed in before for seed in after):
+        pairs = [(seed, before[seed], after[seed]) for seed in after if seed in before]
+    elif len(after) > 1:
+        if len(before) > 1:  # no seed in common: each seed against the other model's seeds pooled
+            before = {ONE_RUN: [flag for flags in before.values() for flag in flags]}
+        [only] = before.values()
+        pairs = [(seed, only, flags) for seed, flags in after.items()]
+    else:
+        [only] = after.values()
+        pairs = [(seed, flags, only) for seed, flags in before.items()]
+    changes = {}
+    for seed, b, a in pairs:
+        if share(a) is not None and share(b) is not None:
+            changes[seed] = share(a) - share(b)
+    return changes
+
+
+def _row(eval_set: EvalSet, group: str, unit: str, rule, rule_acc, per_seed, labels, difference_interval, chance: float,
+         training_effect: bool) -> dict:
+    # A model's column pools its training seeds' answers (seeds × questions).
+    model_accs = {label: accuracy([flag for flags in by_seed.values() for flag in flags])
+                  for label, by_seed in per_seed.items()}
     # To beat the baseline a model must also beat a random pick: by construction the rules get no pair and no
     # nesting-required question right, but guessing among the object's places does.
     bar = max(rule_acc.value if rule_acc is not None else 0.0, chance)
@@ -172,8 +240,15 @@ def _row(eval_set: EvalSet, group: str, unit: str, rule, rule_acc, model_accs, l
         before, after = model_accs[labels[-2]], model_accs[labels[-1]]
         if before.n and after.n:
             diff = difference_interval(after, before)
-            row["change"] = {"from": labels[-2], "to": labels[-1], **diff.to_dict(),
-                             "verdict": "gain" if diff.above_zero else ("loss" if diff.below_zero else "inconclusive")}
+            direction = 1 if diff.above_zero else (-1 if diff.below_zero else 0)
+            words = {1: "gain", -1: "loss", 0: "inconclusive"}
+            row["change"] = {"from": labels[-2], "to": labels[-1], **diff.to_dict(), "verdict": words[direction]}
+            if training_effect:
+                effects = SeedEffects.of(_seed_changes(per_seed[labels[-2]], per_seed[labels[-1]]))
+                if effects.seeds:
+                    row["change"]["seed_spread"] = effects.to_dict()
+                row["change"]["verdict"] = training_effect_verdict(direction, effects if effects.seeds else None,
+                                                                   words[direction], words[0])
     return row
 
 
@@ -207,9 +282,18 @@ def table_rows(comparison: dict) -> tuple[list[str], list[list[str]]]:
         ]
         if change_title:
             change = row.get("change")
-            line.append(f"{100 * change['value']:+.1f} [{100 * change['low']:+.1f}, {100 * change['high']:+.1f}] {change['verdict']}" if change else "-")
+            line.append(_change_cell(change) if change else "-")
         cells.append(line)
     return columns, cells
+
+
+def _change_cell(change: dict) -> str:
+    text = f"{100 * change['value']:+.1f} [{100 * change['low']:+.1f}, {100 * change['high']:+.1f}] {change['verdict']}"
+    spread = change.get("seed_spread")
+    if spread and spread["training_seeds"] >= 2:
+        effects = SeedEffects.of(spread["per_seed"])
+        text += f"; {effects.describe()}"
+    return text
 
 
 def to_markdown(comparison: dict, caption: str = "") -> str:
@@ -218,8 +302,25 @@ def to_markdown(comparison: dict, caption: str = "") -> str:
     lines.append("| " + " | ".join(columns) + " |")
     lines.append("|" + "---|" * len(columns))
     lines += ["| " + " | ".join(line) + " |" for line in cells]
-    lines += ["", NOTE]
+    lines += ["", note_for(comparison)]
     return "\n".join(lines) + "\n"
+
+
+def note_for(comparison: dict) -> str:
+    """:data:`NOTE`, and what the last column's change says about training seeds."""
+    spreads = [row["change"]["seed_spread"] for row in comparison["rows"] if "seed_spread" in row.get("change", {})]
+    if not spreads:
+        return NOTE
+    counts = sorted({spread["training_seeds"] for spread in spreads})
+    text = NOTE + " The change is a training effect."
+    if counts[0] < 2:
+        text += f" Seeds: {ONE_TRAINING_SEED}; a gain or loss says what these questions show for this one run."
+    if counts[-1] >= 2:
+        text += (" Where the models were trained with several seeds, their columns pool the seeds' answers (seeds × "
+                 "questions) and the change is also given per seed, with its range and sd; a gain or loss is claimed only "
+                 "when the interval excludes zero and every seed's change has its sign, else 'inconclusive: training seeds "
+                 "disagree'.")
+    return text
 
 
 NOTE = (

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Union
 
-from tomrl.analysis.detectors import INCONCLUSIVE, NOT_ENOUGH_DATA, DetectorResult
+from tomrl.analysis.detectors import FIRED, INCONCLUSIVE, NOT_ENOUGH_DATA, DetectorResult
 from tomrl.io import atomic_write_text
 
 
@@ -94,9 +94,11 @@ class Document:
     preamble: list[Block] = field(default_factory=list)
 
 
-def _verdict_label(result: DetectorResult) -> str:
+def verdict_label(result: DetectorResult) -> str:
+    """"FIRED" (with the verdict's qualifier: "FIRED (one training seed)"), else the verdict."""
     if result.fired:
-        return "FIRED"
+        qualifier = result.verdict[len(FIRED):] if result.verdict.startswith(FIRED) else ""
+        return "FIRED" + qualifier
     if result.verdict == NOT_ENOUGH_DATA:
         return "not enough data"
     return result.verdict
@@ -104,7 +106,7 @@ def _verdict_label(result: DetectorResult) -> str:
 
 def _finding_heading(result: DetectorResult) -> str:
     subject = f" — {result.subject}" if result.subject else ""
-    return f"{result.title}{subject}: {_verdict_label(result)}"
+    return f"{result.title}{subject}: {verdict_label(result)}"
 
 
 # ---------------------------------------------------------------------------- Markdown

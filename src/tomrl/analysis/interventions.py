@@ -54,14 +54,16 @@ from __future__ import annotations
 import argparse
 import hashlib
 import re
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from tomrl.config import ConfigError, help_of, setting
-from tomrl.io import BadInputError
+from tomrl.config import ConfigError, check_seed, help_of, setting
+from tomrl.io import BadInputError, open_input
 from tomrl.models import check_device
+from tomrl.outputs import path_from_folder, same_reference
 
 CONDITIONS = ("own", "falsified", "empty", "other_story")
 CONDITION_TITLES = {
@@ -78,6 +80,7 @@ TRACE_STOP = ("</answer>",)
 ANSWER_STOP = ("</answer>",)
 NO_ANSWER = None  # an empty answer block (or none): its own value in comparisons
 SCHEMA_VERSION = 1
+MODELS_FROM_FOLDER = "models_from_folder"  # run.json: each local model's path relative to the output folder
 
 
 @dataclass(frozen=True)
@@ -105,8 +108,7 @@ class InterventionsConfig:
             raise ConfigError(f"--limit must be >= 1, got {self.limit}")
         if self.max_new_tokens < 1 or self.answer_tokens < 1:
             raise ConfigError("--max-new-tokens and --answer-tokens must be >= 1")
-        if self.seed < 0:
-            raise ConfigError(f"--seed must be >= 0, got {self.seed}")
+        check_seed(self.seed, "--seed")
         if self.batch_size < 1:
             raise ConfigError(f"--batch-size must be >= 1, got {self.batch_size}")
         if self.threads is not None and self.threads < 1:
@@ -140,6 +142,7 @@ class Plan:
     examples: list  # the selected tomrl.schema.Example rows
     n_available: int
     donors: dict[str, str | None] = field(default_factory=dict)
+    data_sha256: str = ""  # of the file's bytes as read (once: --data may be a FIFO)
 
 
 # ----------------------------------------------------------------------------- the command line
@@ -232,7 +235,7 @@ def make_plan(cfg: InterventionsConfig) -> Plan:
     from tomrl.analysis.interventions_edits import pick_donors
     from tomrl.evaluation.benchmarks import select
 
-    from tomrl.analysis.analyzed_models import parse_model
+    from tomrl.analysis.analyzed_models import check_models, parse_model
 
     models = [ModelSpec(*parse_model(m)) for m in cfg.models]
     if cfg.demo:
@@ -241,21 +244,36 @@ def make_plan(cfg: InterventionsConfig) -> Plan:
     labels = [m.label for m in models]
     if len(set(labels)) != len(labels):
         raise ConfigError(f"two models share a label ({', '.join(sorted({l for l in labels if labels.count(l) > 1}))}): name them LABEL=PATH")
+    check_models([m.path for m in models], {"--max-new-tokens": cfg.max_new_tokens, "--answer-tokens": cfg.answer_tokens})  # before run.json
     data = Path(cfg.data) if cfg.data else Path(cfg.demo) / "eval_sets" / "neutral.jsonl"
     out = Path(cfg.out).expanduser() if cfg.out is not None else Path(cfg.demo) / "analysis" / "interventions"
-    examples, _ = load_questions(data)
+    examples, digest = _questions_and_digest(data)
     chosen = select(examples, cfg.limit, cfg.seed)
-    return Plan(models, data, out, chosen, len(examples), pick_donors(chosen, cfg.seed))
+    return Plan(models, data, out, chosen, len(examples), pick_donors(chosen, cfg.seed), digest)
 
 
-def _file_digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+def _questions_and_digest(path: Path) -> tuple[list, str]:
+    """The questions of ``path`` and the digest of its bytes, reading it once: a FIFO (``--data <(zcat …)``)
+    cannot be opened a second time once its writer has finished, so its bytes are kept in a temporary copy."""
+    with open_input(path, "a JSONL file of questions") as handle:
+        data = handle.read()
+    digest = hashlib.sha256(data).hexdigest()[:16]
+    if path.is_file():
+        return load_questions(path)[0], digest
+    with tempfile.TemporaryDirectory(prefix="tomrl-interventions-") as folder:
+        copy = Path(folder) / path.name
+        copy.write_bytes(data)
+        try:
+            examples, _ = load_questions(copy)
+        except BadInputError as err:  # named as the user gave it, not as the copy
+            raise BadInputError(str(err).replace(str(copy), str(path))) from None
+    return examples, digest
 
 
 def _settings(cfg: InterventionsConfig, plan: Plan) -> dict[str, Any]:
     """What shapes the generations: a folder holding rows made otherwise is not resumed."""
     return {
-        "schema_version": SCHEMA_VERSION, "data_sha256": _file_digest(plan.data), "seed": cfg.seed,
+        "schema_version": SCHEMA_VERSION, "data_sha256": plan.data_sha256, "seed": cfg.seed,
         "max_new_tokens": cfg.max_new_tokens, "answer_tokens": cfg.answer_tokens, "engine": cfg.engine, "dtype": cfg.dtype,
         "prompt_style": "paper_a", "prefill": PREFILL, "bridge": BRIDGE,
     }
@@ -271,11 +289,20 @@ def _check_and_record(out: Path, settings: dict, models: list[ModelSpec]) -> Non
         changed = ", ".join(f"{k}: {before.get(k)!r} -> {settings.get(k)!r}" for k in sorted(set(before) | set(settings)) if before.get(k) != settings.get(k))
         raise ConfigError(f"{out}: this folder holds generations made with other settings ({changed}); resume with the same ones or choose another --out")
     recorded = dict(card.get("models", {}))
+    # Each local model also as seen from this folder: the same model by a relative or an absolute path, or a demo
+    # folder moved with its analysis, is still the same model (tomrl.outputs.same_reference).
+    from_folder = dict(card.get(MODELS_FROM_FOLDER, {}))
     for model in models:
-        if recorded.get(model.label, model.path) != model.path:
+        if model.label in recorded and not same_reference(recorded[model.label], model.path, out, from_folder.get(model.label)):
             raise ConfigError(f"{out}: label {model.label!r} was model {recorded[model.label]!r} here, now {model.path!r}; use another label or --out")
         recorded[model.label] = model.path
-    atomic_write_json(card_path, {"settings": settings, "models": recorded, "created": card.get("created") or time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+        where = path_from_folder(model.path, out)
+        if where is None:
+            from_folder.pop(model.label, None)
+        else:
+            from_folder[model.label] = where
+    atomic_write_json(card_path, {"settings": settings, "models": recorded, MODELS_FROM_FOLDER: from_folder,
+                                  "created": card.get("created") or time.strftime("%Y-%m-%dT%H:%M:%S%z")})
 
 
 def _finished(path: Path, key: Callable[[dict], tuple]) -> dict[tuple, dict]:
@@ -564,7 +591,7 @@ def summarize(cfg: InterventionsConfig, plan: Plan, traces: dict, samples: dict)
         "kind": "tomrl trace interventions",
         "schema_version": SCHEMA_VERSION,
         "out": str(plan.out),
-        "computed_on": {"data": str(plan.data), "data_sha256": _file_digest(plan.data), "n_available": plan.n_available,
+        "computed_on": {"data": str(plan.data), "data_sha256": plan.data_sha256, "n_available": plan.n_available,
                         "n_selected": len(plan.examples), "limit": cfg.limit, "seed": cfg.seed, "splits": dict(splits),
                         "orders": [o for o in orders]},
         "settings": {"max_new_tokens": cfg.max_new_tokens, "answer_tokens": cfg.answer_tokens, "greedy": True,

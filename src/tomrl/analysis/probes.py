@@ -33,8 +33,8 @@ from typing import Any, Sequence
 from tomrl.analysis.analyzed_models import demo_models, parse_model
 from tomrl.analysis.probes_fit import ALL_ORDERS, ProbeOptions
 from tomrl.analysis.probes_report import FEW_QUESTIONS, RESULTS_KIND, report_sections, widest_half_width
-from tomrl.config import ConfigError, help_of
-from tomrl.prompts import PROMPT_STYLES, PromptConfig
+from tomrl.config import ConfigError, check_seed, help_of
+from tomrl.prompts import PROMPT_STYLES, PromptConfig, check_prompts
 
 __all__ = ["register", "run", "report_sections", "probe_models", "DEFAULT_LIMIT"]
 
@@ -153,6 +153,8 @@ def probe_models(
                   inputs={"--data": list(data), "--model": [model for _, model in models if Path(model).exists()]})
     # 1. Questions and labels first: a bad row fails before any model is loaded.
     questions = select_questions(read_probe_questions(data), limit or None, options.seed)
+    where = {q.example.id: q.where for q in questions}
+    check_prompts([q.example for q in questions], prompt.style, lambda e: where[e.id], key="--prompt-style")
     story_ids = [q.example.story_id for q in questions]
     orders = [int(q.example.order) for q in questions]  # type: ignore[arg-type]
     stories = len(set(story_ids))
@@ -239,8 +241,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.threads is not None and args.threads < 1:
         raise ConfigError(f"--threads must be >= 1, got {args.threads}")
-    if args.seed < 0:
-        raise ConfigError(f"--seed must be >= 0, got {args.seed}")
+    check_seed(args.seed, "--seed")  # sklearn's folds take 0..2**32-1 only
     if args.limit < 0:
         raise ConfigError(f"--limit must be >= 0 (0 = all), got {args.limit}")
     try:

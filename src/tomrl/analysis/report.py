@@ -13,14 +13,24 @@ and numbers, for scripts and CI). Every accuracy is printed with its n and 95 % 
 every table says which evaluation (folder, model, seed) it comes from. Result files of
 ``tomrl analyze`` found under the run folders (``interventions.json``, ``probes.json``) are
 rendered by their own modules' ``report_sections(files, out_dir)``.
+
+Every training effect (trained − base in the generalization matrix and the negative-transfer
+detector, the shortcut shift before vs after training, the before/after table, the demo's change
+between its last two models) carries the run-to-run spread of training beside its interval, which
+covers question sampling only. Evaluated models of runs that differ only by training seed (the
+runs' ``config.yaml`` equal but for ``seed`` and ``run_dir``, the same output: final, best, a
+checkpoint) are one setup: their effects are given per seed with range and sd, and an effect is
+claimed only when every seed shows it. A setup with one training seed says
+:data:`~tomrl.analysis.significance.ONE_TRAINING_SEED` beside its numbers.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -34,7 +44,7 @@ from tomrl.analysis.detectors import (
     detect_negative_transfer,
     detect_reasoning_collapse,
 )
-from tomrl.analysis.document import Document, Figure, Finding, Paragraph, Section, Table, write_document
+from tomrl.analysis.document import Document, Figure, Finding, Paragraph, Section, Table, verdict_label, write_document
 from tomrl.analysis.plots import (
     Curve,
     Panel,
@@ -44,7 +54,15 @@ from tomrl.analysis.plots import (
     plot_panels,
 )
 from tomrl.analysis.runs import ROLLOUT_TRACES_PER_STEP, BenchmarkScores, Evaluation, RunSet, TrainingRun, task_family
-from tomrl.analysis.significance import from_counts, pooled
+from tomrl.analysis.significance import (
+    ONE_TRAINING_SEED,
+    SeedEffects,
+    difference_interval,
+    from_counts,
+    pooled,
+    seeds_disagree,
+    training_effect_verdict,
+)
 from tomrl.analysis.shortcuts import ShortcutRecord, compare_with_heuristics, paired_records, shortcut_shift
 from tomrl.analysis.trace_shares import shares_by_step
 from tomrl.evaluation.table import COLUMNS as PAPER_A_COLUMNS
@@ -104,6 +122,38 @@ def _eval_source(evaluation: Evaluation) -> str:
     return f"{evaluation.path.name} ({evaluation.model}{seed})"
 
 
+def _seed_name(run: TrainingRun) -> str:
+    """The run's training seed as the report names it (the run's folder name when its seed is unknown)."""
+    return str(run.training_seed) if run.training_seed is not None else run.label
+
+
+def _setup_key(runs: RunSet, evaluation: Evaluation) -> tuple[str, str | None, str] | None:
+    """Evaluations with equal keys are of one setup's models, differing only by training seed: (the run's
+    setup, which of its models, how answers were sampled); None for a model no run here trained."""
+    run = runs.run_that_trained(evaluation)
+    if run is None:
+        return None
+    output = run.output_name(evaluation.model)
+    sampling = json.dumps(evaluation.info.get("sampling"), sort_keys=True, default=str)
+    return (run.setup if run.setup is not None else f"run folder {run.path}", output, sampling)
+
+
+def _seed_groups(runs: RunSet, evaluations: Iterable[Evaluation]) -> list[list[tuple[str, Evaluation]]]:
+    """Trained evaluations grouped by setup, each group a list of (training seed, evaluation) by seed
+    (the first evaluation of a seed; a run whose seed or config is unknown is a group of its own)."""
+    groups: dict[tuple, dict[str, Evaluation]] = {}
+    for evaluation in evaluations:
+        key = _setup_key(runs, evaluation)
+        if key is not None:
+            groups.setdefault(key, {}).setdefault(_seed_name(runs.run_that_trained(evaluation)), evaluation)
+    return [sorted(by_seed.items(), key=lambda item: _seed_order(item[0])) for by_seed in groups.values()]
+
+
+def _seed_order(seed: str) -> tuple:
+    """Numeric seeds in numeric order, then seeds named by their run folder."""
+    return (not seed.isdigit(), int(seed) if seed.isdigit() else 0, seed)
+
+
 # ---------------------------------------------------------------------------- sections
 
 
@@ -114,8 +164,12 @@ def _inputs_section(runs: RunSet) -> Section:
         span = f"{len(steps)} logged steps ({steps[0]:g}–{steps[-1]:g})" if steps else "no steps logged"
         traces = f"{len(run.traces)} traces from {run.trace_source}" if run.traces else "no traces"
         traces += f"; {len(run.rollouts)} rollouts from samples.jsonl" if run.rollouts else "; no rollouts logged"
-        rows.append(["training run", str(run.path), run.base_model or "?", f"{span}; trained on {run.describe_mixture()}; "
-                     f"{len({p.step for p in run.validation})} validation passes; {traces}"])
+        rows.append(["training run", str(run.path), run.base_model or "?", f"training seed {_seed_name(run)}; {span}; "
+                     f"trained on {run.describe_mixture()}; {len({p.step for p in run.validation})} validation passes; {traces}"])
+    for run in runs.origins:
+        rows.append(["training run (origin of an evaluated model)", str(run.path), run.base_model or "?",
+                     f"training seed {_seed_name(run)}; trained on {run.describe_mixture()}; not below the given folders, "
+                     "so read only for its config and data (no curves or detectors)"])
     for evaluation in runs.evaluations:
         details = "; ".join(f"{name}: n={scores.overall.n}" for name, scores in evaluation.benchmarks.items())
         seed = f"; seed {evaluation.seed}" if evaluation.seed is not None else ""
@@ -126,7 +180,10 @@ def _inputs_section(runs: RunSet) -> Section:
         Paragraph("Every accuracy below is printed as value [95 % interval] (n = questions scored); the interval is "
                   "the one the evaluation wrote (listed above), Wilson for training-run numbers. Evaluations marked "
                   "'before' are of models no run in these folders produced (base models); 'after' are of a training "
-                  "run's final model, best model or checkpoint."),
+                  "run's final model, best model or checkpoint. Runs whose config.yaml is the same but for seed and "
+                  "run_dir are one setup trained with several seeds: an effect of training is then given per seed, "
+                  "with its range and sd, and claimed only when every seed shows it; with one seed, the report says "
+                  f"'{ONE_TRAINING_SEED}'."),
     ])
 
 
@@ -260,9 +317,10 @@ def _training_section(runs: RunSet, out: Path, options: ReportOptions, results: 
     if not runs.training:
         return None
     section = Section("Training dynamics")
+    first_result = len(results)
     for index, run in enumerate(runs.training):
         section.blocks.append(Paragraph(f"Run {run.label} ({run.path}): base model {run.base_model or 'unknown'}, "
-                                        f"trained on {run.describe_mixture()}."))
+                                        f"training seed {_seed_name(run)}, trained on {run.describe_mixture()}."))
         counts = run.belief_counts(options.states_a_belief) if options.states_a_belief and run.traces else []
         shares = shares_by_step(run.rollouts, run.prefill) if run.rollouts else None
         panels = _training_panels(run)
@@ -303,7 +361,28 @@ def _training_section(runs: RunSet, out: Path, options: ReportOptions, results: 
                                           missing_because=missing)
         results.append(result)
         section.blocks.append(Finding(result))
+    section.blocks += [Paragraph(text) for text in _dynamics_across_seeds(runs, results[first_result:])]
     return section
+
+
+def _dynamics_across_seeds(runs: RunSet, results: list[DetectorResult]) -> list[str]:
+    """For runs that differ only by training seed: in how many seeds each per-run detector fired."""
+    texts, seen = [], set()
+    for run in runs.training:
+        siblings = [r for r in runs.seed_siblings(run) if any(r is t for t in runs.training)]
+        if len(siblings) < 2 or run.setup in seen:
+            continue
+        seen.add(run.setup)
+        labels = {r.label for r in siblings}
+        counts: dict[str, list[bool]] = {}
+        for result in results:
+            if result.subject in labels:
+                counts.setdefault(result.title, []).append(result.fired)
+        tally = "; ".join(f"{title} fired in {sum(flags)} of {len(flags)}" for title, flags in counts.items())
+        texts.append(f"Runs {', '.join(r.label for r in siblings)} differ only by training seed (seeds "
+                     f"{', '.join(_seed_name(r) for r in siblings)}): {tally}. A finding that some seeds show and others "
+                     "do not belongs to that run, not to the training setup.")
+    return texts
 
 
 def _paper_a_section(runs: RunSet) -> Section | None:
@@ -326,14 +405,38 @@ def _paper_a_section(runs: RunSet) -> Section | None:
             rows.append([f"{label} — Paper A's scoring",
                          *[_acc(cells[c].lenient if c in cells else None) for c in PAPER_A_COLUMNS], source])
         rows.append([f"{label} — strict", *[_acc(cells[c].overall if c in cells else None) for c in PAPER_A_COLUMNS], source])
-    return Section("Before and after training (Paper A's table layout)", [
+    blocks = [
         Table(["model", *PAPER_A_COLUMNS, "source"], rows),
         Paragraph("Paper A's rows are copied from its Table 1 (accuracy only; it publishes no intervals, and its "
                   "4th-order set shares every story with its training data). Our rows: accuracy [95 % Wilson "
                   "interval] (n), scored two ways: 'strict' (well-formed answer equal to the gold after "
                   "normalisation) and 'Paper A's scoring' (last answer tag, no format check, the answer may end "
                   "with the gold), which is what Paper A's numbers use. A dash: not evaluated."),
-    ])
+    ]
+    seeds = _paper_a_seeds(runs, ours)
+    if seeds:
+        blocks.append(Paragraph(seeds))
+    return Section("Before and after training (Paper A's table layout)", blocks)
+
+
+def _paper_a_seeds(runs: RunSet, ours: list[tuple[Evaluation, dict[str, BenchmarkScores]]]) -> str:
+    """What the 'after' rows say about the run-to-run spread of training, per setup."""
+    cells_of = {id(evaluation): cells for evaluation, cells in ours}
+    lines = []
+    for group in _seed_groups(runs, [evaluation for evaluation, _ in ours]):
+        names = ", ".join(_eval_label(runs, evaluation) for _, evaluation in group)
+        if len(group) == 1:
+            lines.append(f"{names}: {ONE_TRAINING_SEED} (its difference from a 'before' row is one run's).")
+            continue
+        spans = []
+        for column in PAPER_A_COLUMNS:
+            values = [cells_of[id(e)][column].overall.value for _, e in group
+                      if column in cells_of[id(e)] and cells_of[id(e)][column].overall.n]
+            if len(values) >= 2:
+                spans.append(f"{column} {100 * min(values):.1f}–{100 * max(values):.1f} %")
+        lines.append(f"{names} differ only by training seed (seeds {', '.join(seed for seed, _ in group)}); strict "
+                     f"accuracy from the lowest to the highest seed: {'; '.join(spans) or 'no column in common'}.")
+    return ("Training seeds. " + " ".join(lines)) if lines else ""
 
 
 _ORDER_SUFFIX = re.compile(r"[-_ ]?order[-_ ]?(\d+)$")
@@ -389,6 +492,8 @@ class _Matrix:
     in_distribution: set[tuple[str, str]]
     base_rows: dict[str, str]  # base model → its row label
     trained_rows: dict[str, tuple[str, TrainingRun]]  # row label → (base model, run)
+    setups: dict[str, tuple] = field(default_factory=dict)  # trained row label → its setup (_setup_key)
+    names: dict[str, str] = field(default_factory=dict)  # trained row label → the trained model's name
 
 
 def _task_columns(runs: RunSet) -> list[tuple[str, str, int | None]]:
@@ -428,6 +533,8 @@ def _generalization_matrix(runs: RunSet) -> _Matrix | None:
         else:
             row = f"{_trained_model_name(run, evaluation)} ({run.describe_mixture()})"
             matrix.trained_rows[row] = (run.base_model or "?", run)
+            matrix.setups.setdefault(row, _setup_key(runs, evaluation))
+            matrix.names.setdefault(row, _trained_model_name(run, evaluation))
         if row not in matrix.rows:
             matrix.rows.append(row)
         for label, name, order in columns:
@@ -473,26 +580,141 @@ def _generalization_section(runs: RunSet, out: Path, options: ReportOptions, res
         rows.append([row, *cells])
     section.blocks.append(Table(["model", *matrix.columns], rows, caption="Generalization matrix (ID = in distribution)"))
 
-    by_base: dict[str | None, list[str]] = {}
-    for row, (base_model, _) in matrix.trained_rows.items():
-        by_base.setdefault(_base_row_for(matrix, base_model), []).append(row)
-    for base_row, trained_rows in by_base.items():
+    by_base: dict[str | None, list[_SeedGroup]] = {}
+    for group in _matrix_seed_groups(matrix):
+        by_base.setdefault(_base_row_for(matrix, group.base_model), []).append(group)
+    changes = []
+    for base_row, groups in by_base.items():
         if base_row is None:
-            bases = sorted({matrix.trained_rows[row][0] for row in trained_rows})
-            result = DetectorResult("negative_transfer", "Negative transfer", ", ".join(trained_rows), False,
+            bases = sorted({group.base_model for group in groups})
+            result = DetectorResult("negative_transfer", "Negative transfer", ", ".join(g.label for g in groups), False,
                                     "not enough data", f"No evaluation of these runs' base model ({', '.join(bases)}) was "
                                     "found, so transfer cannot be measured against it. Evaluate the base model on the "
                                     "same tasks.", (), {})
         else:
             base = {c: matrix.cells[(base_row, c)] for c in matrix.columns if (base_row, c) in matrix.cells}
-            trained = {row: {c: matrix.cells[(row, c)] for c in matrix.columns if (row, c) in matrix.cells}
-                       for row in trained_rows}
-            in_dist = {row: {c for (r, c) in matrix.in_distribution if r == row}
-                       for row in trained_rows if matrix.trained_rows[row][1].mixture}
+            trained = {group.label: group.pooled(matrix) for group in groups}
+            in_dist = {group.label: {c for (r, c) in matrix.in_distribution if r == group.rows[0]}
+                       for group in groups if group.run.mixture}
+            effects = {group.label: group.effects(matrix, base) for group in groups}
             result = detect_negative_transfer(base, trained, in_dist, subject=f"against {base_row}", level=options.level)
+            result = _transfer_across_seeds(result, effects)
+            for group in groups:
+                for column, pooled_acc in trained[group.label].items():
+                    if column in base and pooled_acc.n and base[column].n:
+                        change = difference_interval(pooled_acc, base[column], options.level)
+                        seeds = effects[group.label][column]
+                        changes.append([group.label, column, base_row, change.format_points(),
+                                        seeds.describe() if seeds.seeds >= 2 else "one training seed"])
         results.append(result)
         section.blocks.append(Finding(result))
+    if changes:
+        section.blocks.append(Table(
+            ["trained model", "task", "against", "trained − base [95 % MOVER-Wilson]", "per training seed"], changes,
+            caption="Change from the base model: question sampling (the interval; several seeds pooled as seeds × "
+                    "questions) beside the run-to-run spread of training (each seed's change, their range and sd)"))
+        if any(cells[-1] == "one training seed" for cells in changes):
+            section.blocks.append(Paragraph(f"Rows with one training seed: {ONE_TRAINING_SEED}. Train the setup with "
+                                            "more seeds (same config, another seed) to measure it."))
     return section
+
+
+@dataclass(frozen=True)
+class _SeedGroup:
+    """Trained rows of the matrix that differ only by training seed (one row when the run has no siblings)."""
+
+    rows: tuple[str, ...]  # by seed
+    seeds: tuple[str, ...]
+    base_model: str
+    run: TrainingRun  # the first seed's, for the mixture (equal setups train on the same data)
+    names: tuple[str, ...]  # the trained models' names, by seed
+
+    @property
+    def label(self) -> str:
+        if len(self.rows) == 1:
+            return self.rows[0]
+        return f"{' + '.join(self.names)} ({self.run.describe_mixture()}; {len(self.rows)} training seeds, pooled)"
+
+    def pooled(self, matrix: _Matrix) -> dict[str, Accuracy]:
+        """Column → accuracy over the seeds' answers (one row: its own cells, intervals as written)."""
+        cells: dict[str, Accuracy] = {}
+        for column in matrix.columns:
+            present = [matrix.cells[(row, column)] for row in self.rows if (row, column) in matrix.cells]
+            if present:
+                cells[column] = present[0] if len(self.rows) == 1 else pooled(present)
+        return cells
+
+    def effects(self, matrix: _Matrix, base: dict[str, Accuracy]) -> dict[str, SeedEffects]:
+        """Column → each seed's trained − base."""
+        return {column: SeedEffects.of({seed: matrix.cells[(row, column)].value - base[column].value
+                                         for seed, row in zip(self.seeds, self.rows) if (row, column) in matrix.cells})
+                for column in base if any((row, column) in matrix.cells for row in self.rows)}
+
+
+def _matrix_seed_groups(matrix: _Matrix) -> list[_SeedGroup]:
+    groups: dict[tuple, dict[str, str]] = {}
+    for row, (_, run) in matrix.trained_rows.items():
+        key = matrix.setups.get(row) or (f"row {row}", None)
+        groups.setdefault(key, {}).setdefault(_seed_name(run), row)
+    found = []
+    for by_seed in groups.values():
+        seeds = sorted(by_seed, key=_seed_order)
+        rows = tuple(by_seed[seed] for seed in seeds)
+        base_model, run = matrix.trained_rows[rows[0]]
+        found.append(_SeedGroup(rows, tuple(seeds), base_model, run, tuple(matrix.names.get(row, row) for row in rows)))
+    return found
+
+
+def _transfer_across_seeds(result: DetectorResult, effects: dict[str, dict[str, SeedEffects]]) -> DetectorResult:
+    """The negative-transfer finding with the run-to-run spread of training: each compared trained model's
+    per-seed changes; a drop counts only when every seed dropped, and one seed's drop says it is one seed's."""
+    comparisons = [dict(c) for c in result.data.get("comparisons", [])]
+    if not comparisons:
+        return result
+
+    def seeds_of(comparison: dict) -> SeedEffects | None:
+        found = effects.get(comparison["mixture"], {}).get(comparison["task"])
+        return found if found is not None and found.seeds else None
+
+    for comparison in comparisons:
+        if (found := seeds_of(comparison)) is not None:
+            comparison["training_seeds"] = found.to_dict()
+    drops = [c for c in comparisons if c["significant_drop"]]
+    held = [c for c in drops if (found := seeds_of(c)) is None or found.seeds < 2 or found.agree(-1)]
+    for comparison in drops:
+        comparison["holds_in_every_seed"] = any(comparison is kept for kept in held)
+    data = {**result.data, "comparisons": comparisons}
+    evidence = list(result.evidence)
+    for comparison in comparisons:
+        found = seeds_of(comparison)
+        if found is not None and found.seeds >= 2 and (comparison["significant_drop"] or comparison is
+                                                        min(comparisons, key=lambda c: c["difference"]["value"])):
+            evidence.append((f"{comparison['mixture']} on {comparison['task']}, per training seed", found.describe()))
+    one_seed = sorted({c["mixture"] for c in comparisons if (found := seeds_of(c)) is None or found.seeds < 2})
+    if one_seed:
+        evidence.append(("training seeds", f"{', '.join(one_seed)}: {ONE_TRAINING_SEED}"))
+    if not result.fired:
+        return replace(result, evidence=tuple(evidence), data=data)
+    if not held:  # every significant drop is one that some training seed does not show
+        worst = min(drops, key=lambda c: c["difference"]["value"])
+        found = seeds_of(worst)
+        data["seeds_disagree"] = True
+        return replace(result, fired=False, verdict=seeds_disagree(found), evidence=tuple(evidence), data=data,
+                       explanation=f"Inconclusive: pooled over its training seeds, {worst['mixture']} scores significantly "
+                                   f"below the base model on {worst['task']}, but its seeds disagree ({found.describe()}); "
+                                   "a drop that one training run shows and another does not is not shown to be an "
+                                   "effect of the training setup.")
+    worst = min(held, key=lambda c: c["difference"]["value"])
+    explanation = result.explanation
+    if len(held) < len(drops):
+        explanation = (f"Negative transfer: training made the model worse on tasks it did not train on — the largest "
+                       f"drop that every training seed shows is {worst['mixture']} on {worst['task']}, "
+                       f"{100 * -worst['difference']['value']:.0f} points below the base model; other significant drops "
+                       "are not shown by every seed (evidence below).")
+    if all((found := seeds_of(c)) is None or found.seeds < 2 for c in held):
+        return replace(result, verdict=f"{result.verdict} (one training seed)", evidence=tuple(evidence), data=data,
+                       explanation=f"{explanation} Training seeds: {ONE_TRAINING_SEED}.")
+    return replace(result, explanation=explanation, evidence=tuple(evidence), data=data)
 
 
 def _shortcut_tables(title: str, records: list[ShortcutRecord], matcher) -> list[Table]:
@@ -518,10 +740,10 @@ def _shortcut_tables(title: str, records: list[ShortcutRecord], matcher) -> list
 def _comparison_section(options: ReportOptions) -> Section | None:
     if not options.comparison:
         return None
-    from tomrl.analysis.comparison import NOTE, table_rows
+    from tomrl.analysis.comparison import note_for, table_rows
 
     columns, rows = table_rows(options.comparison)
-    return Section("Models beside the best no-ToM rule", [Table(columns, rows), Paragraph(NOTE)])
+    return Section("Models beside the best no-ToM rule", [Table(columns, rows), Paragraph(note_for(options.comparison))])
 
 
 def _shortcut_section(runs: RunSet, options: ReportOptions) -> Section | None:
@@ -552,23 +774,57 @@ def _shortcut_section(runs: RunSet, options: ReportOptions) -> Section | None:
             section.blocks += _shortcut_tables(f"{benchmark}, {_eval_label(runs, evaluation)} — {_eval_source(evaluation)}",
                                                records, matcher)
         bases = [(e, r) for e, r in entries if runs.is_base_evaluation(e)]
-        for evaluation, records in entries:
-            if runs.is_base_evaluation(evaluation):
-                continue
+        records_of = {id(e): r for e, r in entries}
+        for group in _seed_groups(runs, [e for e, _ in entries]):
             for base_eval, base_records in bases:
-                before, after = paired_records(base_records, records)
-                if not before:
-                    continue
-                shifts = shortcut_shift(compare_with_heuristics(before, matcher), compare_with_heuristics(after, matcher),
-                                        options.level)
-                section.blocks.append(Table(
-                    ["heuristic", f"agrees when wrong: {base_eval.label}",
-                     f"agrees when wrong: {_eval_label(runs, evaluation)}", "change"],
-                    [[s.heuristic, _acc(s.before), _acc(s.after), s.change.format_points() if s.change else "–"]
-                     for s in shifts],
-                    caption=f"{benchmark}, before vs after training on the same {len(before)} questions "
-                            "(change: MOVER-Wilson 95 % interval)"))
+                per_seed = []
+                for seed, evaluation in group:
+                    before, after = paired_records(base_records, records_of[id(evaluation)])
+                    if not before:
+                        continue
+                    shifts = shortcut_shift(compare_with_heuristics(before, matcher),
+                                            compare_with_heuristics(after, matcher), options.level)
+                    per_seed.append((seed, after, shifts))
+                    seeds = (f"training seed {seed}, one of {len(group)}: the last table of this benchmark gives the "
+                             "spread over seeds" if len(group) > 1 else ONE_TRAINING_SEED)
+                    section.blocks.append(Table(
+                        ["heuristic", f"agrees when wrong: {base_eval.label}",
+                         f"agrees when wrong: {_eval_label(runs, evaluation)}", "change"],
+                        [[s.heuristic, _acc(s.before), _acc(s.after), s.change.format_points() if s.change else "–"]
+                         for s in shifts],
+                        caption=f"{benchmark}, before vs after training on the same {len(before)} questions "
+                                f"(change: MOVER-Wilson 95 % interval; {seeds})"))
+                if len(per_seed) >= 2:
+                    section.blocks.append(_shortcut_seed_table(benchmark, runs, base_eval, base_records, per_seed,
+                                                               [e for _, e in group], matcher, options.level))
     return section
+
+
+def _shortcut_seed_table(benchmark: str, runs: RunSet, base_eval: Evaluation, base_records: list[ShortcutRecord],
+                         per_seed: list, evaluations: list[Evaluation], matcher, level: float) -> Table:
+    """The shift of one setup trained with several seeds: pooled over the seeds' answers, each seed's change
+    beside it, and a direction claimed only when every seed shows it."""
+    pooled_after = [record for _, after, _ in per_seed for record in after]
+    before, _ = paired_records(base_records, pooled_after)
+    pooled_shifts = shortcut_shift(compare_with_heuristics(before, matcher), compare_with_heuristics(pooled_after, matcher),
+                                   level)
+    by_seed = {seed: {s.heuristic: s for s in shifts} for seed, _, shifts in per_seed}
+    rows = []
+    for shift in pooled_shifts:
+        changes = {seed: found[shift.heuristic].change.value for seed, found in by_seed.items()
+                   if shift.heuristic in found and found[shift.heuristic].change is not None}
+        if shift.change is None or not changes:
+            rows.append([shift.heuristic, "–", "–", "–"])
+            continue
+        effects = SeedEffects.of(changes)
+        direction = 1 if shift.change.above_zero else (-1 if shift.change.below_zero else 0)
+        verdict = training_effect_verdict(direction, effects, "rose" if direction > 0 else "fell", "inconclusive")
+        rows.append([shift.heuristic, shift.change.format_points(), effects.describe(), verdict])
+    names = ", ".join(_eval_label(runs, e) for e in evaluations)
+    return Table(["heuristic", "change, seeds pooled [95 % MOVER-Wilson]", "per training seed", "verdict"], rows,
+                 caption=f"{benchmark}, agreement when the heuristic is wrong, {base_eval.label} → {names} "
+                         f"({len(per_seed)} training seeds of one setup): 'rose' or 'fell' only when the pooled interval "
+                         "excludes zero and every seed's change has its sign")
 
 
 def _trace_section(runs: RunSet, options: ReportOptions) -> Section | None:
@@ -626,7 +882,7 @@ def analysis_sections(analysis_files: dict[str, list[Path]], out: Path, notes: l
 def _detector_summary(results: list[DetectorResult]) -> Section:
     return Section("Detectors at a glance", [
         Table(["detector", "computed on", "verdict"],
-              [[r.title, r.subject or "–", ("FIRED" if r.fired else r.verdict)] for r in results]),
+              [[r.title, r.subject or "–", verdict_label(r)] for r in results]),
         Paragraph("Each detector decides by significance tests at a 95 % family-wise level and shows its evidence "
                   "in the sections below; 'not enough data' says what is missing."),
     ])
@@ -640,7 +896,11 @@ def _methods_section(options: ReportOptions) -> Section:
         "logged steps with the mean of the first third; their intervals model the per-step noise as AR(1), estimated "
         "from first differences so that a smooth fall is not mistaken for noise. Accuracy against order uses the "
         "Cochran–Armitage trend test. Where a detector runs several tests, a Bonferroni "
-        "correction keeps the family-wise level at 95 %.")]
+        "correction keeps the family-wise level at 95 %. These intervals cover question sampling only. The run-to-run "
+        "spread of training is measured only where one setup was trained with several seeds (runs whose config.yaml "
+        "differs only in seed and run_dir): each seed's effect is shown with their range and sd, several seeds' "
+        "answers are pooled for the interval, and an effect of training is claimed only when every seed shows it "
+        "('inconclusive: training seeds disagree' otherwise).")]
     blocks += [Paragraph(note) for note in options.notes]
     return Section("How the numbers were computed", blocks)
 

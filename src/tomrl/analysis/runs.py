@@ -26,6 +26,7 @@ from typing import Any, Callable, Iterable
 from tomrl.analysis.detectors import BeliefCount
 from tomrl.analysis.significance import from_counts
 from tomrl.config import yaml_safe_load
+from tomrl.evaluation.results import results_answered
 from tomrl.io import BadInputError, iter_jsonl, loads_json
 from tomrl.prompts import PromptConfig
 from tomrl.schema import Example, read_examples
@@ -39,6 +40,8 @@ VALIDATION_SAMPLES_FILE = "validation_samples.jsonl"  # tomrl train: one row per
 RUN_CONFIG_FILE = "config.yaml"  # tomrl train: the resolved TrainConfig
 DATA_FOLDER = "data"  # tomrl train: train.jsonl and validation.jsonl (unified Example records)
 OUTPUT_FOLDERS = ("final", "best", "checkpoints")  # tomrl train: models a run writes
+# Keys of a run's config.yaml that may differ between runs of one setup trained with different seeds.
+SEED_FREE_KEYS = ("seed", "run_dir")
 # tomrl analyze interventions / probes: result files whose own modules render report sections.
 ANALYSIS_FILES = ("interventions.json", "probes.json")
 # Traces read per step for belief counting: enough for a share with a tight interval, few enough
@@ -139,6 +142,20 @@ class TrainingRun:
         return str(value) if value else None
 
     @property
+    def training_seed(self) -> int | None:
+        """The seed the run trained with (``config.yaml``'s ``seed``), None when unknown."""
+        seed = self.config.get("seed")
+        return seed if isinstance(seed, int) and not isinstance(seed, bool) else None
+
+    @property
+    def setup(self) -> str | None:
+        """Everything in the run's config but its seed and folder, as one comparable text: runs whose
+        setups are equal differ only by training seed. None when the config is unknown."""
+        if not self.config or self.training_seed is None:
+            return None
+        return json.dumps({k: v for k, v in self.config.items() if k not in SEED_FREE_KEYS}, sort_keys=True, default=str)
+
+    @property
     def prefill(self) -> str:
         old_layout = {"style": self.config.get("prompt_style", "paper_a"), "prefill": self.config.get("prefill")}  # runs before prompt:
         return PromptConfig(**(self.config.get("prompt") or old_layout)).resolved_prefill
@@ -226,15 +243,32 @@ class RunSet:
     evaluations: list[Evaluation] = field(default_factory=list)
     # Other analyses' result files found under the given folders: file name → paths (ANALYSIS_FILES).
     analysis_files: dict[str, list[Path]] = field(default_factory=dict)
+    # Run folders that trained an evaluated model but lie outside the given folders (found from the
+    # model's path, :func:`run_folder_of`): read for the model's origin and seed, not reported on.
+    origins: list[TrainingRun] = field(default_factory=list)
+    # Evaluation folders left out, with why: a results.json with no answered question is a failed
+    # evaluation (older tomrl versions wrote one), never an evaluation at 0 %.
+    skipped: list[str] = field(default_factory=list)
 
     def run_that_trained(self, evaluation: Evaluation) -> TrainingRun | None:
-        for run in self.training:
+        for run in [*self.training, *self.origins]:
             if run.is_output_of(evaluation.model):
                 return run
         return None
 
     def is_base_evaluation(self, evaluation: Evaluation) -> bool:
         return self.run_that_trained(evaluation) is None
+
+    def seed_siblings(self, run: TrainingRun) -> list[TrainingRun]:
+        """The runs that differ from ``run`` only by training seed (``run`` among them), one per seed, by
+        seed; just ``run`` when its setup or seed is unknown."""
+        if run.setup is None:
+            return [run]
+        by_seed: dict[int, TrainingRun] = {}
+        for other in [*self.training, *self.origins]:
+            if other.setup == run.setup and other.training_seed is not None:
+                by_seed.setdefault(other.training_seed, run if other.training_seed == run.training_seed else other)
+        return [by_seed[seed] for seed in sorted(by_seed)]
 
 
 # ---------------------------------------------------------------------------- reading
@@ -492,8 +526,36 @@ def find_analysis_files(paths: Iterable[str | Path]) -> dict[str, list[Path]]:
     return {name: list(files) for name, files in found.items() if files}
 
 
+def run_folder_of(model: str) -> Path | None:
+    """The ``tomrl train`` run folder a model path lies in (``RUN/final``, ``RUN/best``,
+    ``RUN/checkpoints/checkpoint-50``, ``RUN/warm_start/model``), or None: the nearest folder above
+    the model, up to three levels, holding both ``config.yaml`` and ``metrics.jsonl``."""
+    path = Path(model).expanduser()
+    try:
+        if not path.exists():
+            return None
+        parents = path.resolve().parents
+    except OSError:
+        return None
+    for folder in list(parents)[:3]:
+        if (folder / RUN_CONFIG_FILE).is_file() and (folder / METRICS_FILE).is_file():
+            return folder
+    return None
+
+
+def read_run_origin(folder: Path) -> TrainingRun:
+    """A run folder read only for what says where its models came from: config (model, seed) and training mixture."""
+    config_path = folder / RUN_CONFIG_FILE
+    return TrainingRun(path=folder, config=_read_yaml(config_path), metrics=[],
+                       mixture=_mixture(_read_examples(folder / DATA_FOLDER / "train.jsonl").values()))
+
+
 def load_runs(paths: Iterable[str | Path], scheme: str = "strict") -> RunSet:
-    """Every training run and evaluation at or below ``paths``, and other analyses' result files."""
+    """Every training run and evaluation at or below ``paths``, and other analyses' result files.
+
+    An evaluated model inside a run folder that is not below ``paths`` (``tomrl report`` given only
+    evaluation folders) is traced to that folder (:func:`run_folder_of`), so it is still reported as a
+    trained model, with its training seed."""
     paths = list(paths)
     training_dirs, evaluation_dirs = find_run_folders(paths)
     analysis_files = find_analysis_files(paths)
@@ -502,8 +564,24 @@ def load_runs(paths: Iterable[str | Path], scheme: str = "strict") -> RunSet:
             f"no runs found under {', '.join(map(str, paths))}: expected folders with {METRICS_FILE} "
             f"(tomrl train), {RESULTS_FILE} (tomrl eval) or {' / '.join(ANALYSIS_FILES)} (tomrl analyze)"
         )
-    return RunSet(training=[read_training_run(d) for d in training_dirs],
-                  evaluations=[read_evaluation(d, scheme) for d in evaluation_dirs], analysis_files=analysis_files)
+    evaluations, skipped = [], []
+    for folder in evaluation_dirs:
+        evaluation = read_evaluation(folder, scheme)
+        if results_answered(evaluation.info) == 0:
+            skipped.append(f"{folder}: {RESULTS_FILE} has no answered question (a failed evaluation); left out")
+        else:
+            evaluations.append(evaluation)
+    if not training_dirs and not evaluations and not analysis_files:
+        raise BadInputError(f"no runs to report under {', '.join(map(str, paths))}: " + "; ".join(skipped))
+    runs = RunSet(training=[read_training_run(d) for d in training_dirs], evaluations=evaluations,
+                  analysis_files=analysis_files, skipped=skipped)
+    known = set(training_dirs)
+    for evaluation in runs.evaluations:
+        if runs.run_that_trained(evaluation) is None and (folder := run_folder_of(evaluation.model)) is not None:
+            if folder not in known:
+                known.add(folder)
+                runs.origins.append(read_run_origin(folder))
+    return runs
 
 
 # ---------------------------------------------------------------------------- an evaluation's questions

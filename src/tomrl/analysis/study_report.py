@@ -22,6 +22,13 @@ docs/analysis.md, "Study reports"). The report has, in this order:
 7. the **arm comparison**: every pair of arms on the same questions (exact McNemar and a paired
    bootstrap interval, :mod:`tomrl.analysis.paired`), Holm-corrected over all comparisons.
 
+The training effects (the change from the base model in 2, the arm differences in 7) pool the
+seeds for their interval, which covers question sampling only; beside it stands each seed's own
+effect with their range and sd (the run-to-run spread of training), and a gain, loss or "better"
+is claimed only when every seed's effect has its sign ("inconclusive: training seeds disagree
+(…)" otherwise). A group with one seed says that the spread is not measured
+(:data:`tomrl.analysis.significance.ONE_TRAINING_SEED`).
+
 The study's own files (``grid.json``, and the per-answer ``benchmark``, ``id``, ``correct``,
 ``order`` and ``source`` of each ``samples.jsonl``) are read here; training runs are read by
 :mod:`tomrl.analysis.runs`, the paired tests are :mod:`tomrl.analysis.paired`. Decisions (pairing
@@ -39,7 +46,7 @@ from __future__ import annotations
 import itertools
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -48,7 +55,7 @@ from tomrl.analysis.document import Document, Figure, Finding, Paragraph, Sectio
 from tomrl.analysis.paired import PairedComparison, holm_adjust, paired_comparison
 from tomrl.analysis.plots import Curve, Panel, accuracy_curve, plot_accuracy_by_order, plot_generalization_matrix, plot_panels
 from tomrl.analysis.runs import TrainingRun, read_training_run, task_family
-from tomrl.analysis.significance import Interval, from_counts
+from tomrl.analysis.significance import ONE_TRAINING_SEED, Interval, SeedEffects, from_counts, training_effect_verdict
 from tomrl.io import BadInputError, atomic_write_json, iter_jsonl, loads_json
 from tomrl.stats import Accuracy
 
@@ -388,6 +395,25 @@ def _points(interval: Interval) -> str:
     return interval.format_points()
 
 
+def _direction(interval: Interval) -> int:
+    return 1 if interval.above_zero else (-1 if interval.below_zero else 0)
+
+
+def _paired_share(a: list[bool], b: list[bool]) -> float:
+    """Mean of a − b over paired answers (accuracy A − accuracy B on the same questions)."""
+    return (sum(a) - sum(b)) / len(a)
+
+
+def _base_change_per_seed(finals: list[tuple[StudyCell, Answers]], base: Answers, task: str) -> SeedEffects:
+    """Each seed's final model − the base model on the questions both answered."""
+    effects = {}
+    for cell, answers in finals:
+        trained, reference, _ = _pairs_against_base([(cell, answers)], base, task)
+        if trained:
+            effects[cell.seed] = _paired_share(trained, reference)
+    return SeedEffects.of(effects)
+
+
 @dataclass
 class _Matrix:
     rows: list[str]
@@ -397,6 +423,7 @@ class _Matrix:
     table: list[list[str]]
     changes: list[list[str]]
     data: list[dict]
+    seed_counts: set[int] = field(default_factory=set)  # training seeds behind the changes from the base model
 
 
 def _in_distribution_share(study: Study, group_cells: list[tuple[StudyCell, Answers]], task: str) -> float | None:
@@ -448,8 +475,17 @@ def generalization_matrix(study: Study) -> _Matrix:
             trained, reference, questions = _pairs_against_base(finals, base, task) if base else ([], [], [])
             if trained:
                 result = paired_comparison(trained, reference, questions, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, LEVEL)
-                change_row.append(f"{_points(result.difference)} (n={result.pairs} pairs, {result.clusters} questions)")
+                seeds = _base_change_per_seed(finals, base, task)
+                direction = _direction(result.difference)
+                verdict = training_effect_verdict(direction, seeds, {1: "gain", -1: "loss"}.get(direction, ""),
+                                                  "inconclusive")
+                spread = seeds.describe() if seeds.seeds >= 2 else "one training seed"
+                change_row.append(f"{_points(result.difference)} (n={result.pairs} pairs, {result.clusters} questions); "
+                                  f"{spread}: {verdict}")
                 entry["change_from_base"] = result.to_dict()
+                entry["change_per_seed"] = seeds.to_dict()
+                entry["change_verdict"] = verdict
+                matrix.seed_counts.add(seeds.seeds)
             else:
                 change_row.append("–")
         matrix.table.append(table_row)
@@ -478,7 +514,13 @@ def _matrix_section(study: Study, out: Path, results: dict) -> Section:
         section.blocks.append(Table(["row", *matrix.columns], matrix.changes,
                                     caption="Change from the base model on the same questions: trained − base, "
                                             "percentage points [95 % paired bootstrap interval, resampling questions] "
-                                            "(n = pairs: every seed's answer beside the base model's answer to it)"))
+                                            "(n = pairs: every seed's answer beside the base model's answer to it); "
+                                            "then each training seed's own change, their range and sd, and the verdict: "
+                                            "gain or loss only when the interval excludes zero and every seed's change "
+                                            "has its sign"))
+        if 1 in matrix.seed_counts:
+            section.blocks.append(Paragraph(f"Rows with one training seed: {ONE_TRAINING_SEED}; their gain or loss is "
+                                            "one run's."))
     return section
 
 
@@ -810,21 +852,24 @@ class ArmComparison:
     seeds: tuple[int, ...]
     result: PairedComparison
     holm_p: float = 1.0
+    per_seed: SeedEffects | None = None  # accuracy A − accuracy B of each seed's runs, on their shared questions
 
     @property
     def verdict(self) -> str:
-        """The better arm when the Holm-adjusted McNemar p is below 1 − LEVEL *and* the bootstrap
-        interval excludes zero; otherwise "inconclusive (n=… pairs)"."""
+        """The better arm when the Holm-adjusted McNemar p is below 1 − LEVEL, the bootstrap interval
+        excludes zero *and* every seed's difference has its sign (one seed: "… better (one training
+        seed)"); seeds that differ in sign: "inconclusive: training seeds disagree (…)"; otherwise
+        "inconclusive (n=… pairs)"."""
         interval = self.result.difference
-        if self.holm_p < 1 - LEVEL and (interval.above_zero or interval.below_zero):
-            better = self.arm_a if interval.above_zero else self.arm_b
-            return f"{better} better"
-        return f"inconclusive (n={self.result.pairs} pairs)"
+        direction = _direction(interval) if self.holm_p < 1 - LEVEL else 0
+        better = self.arm_a if direction > 0 else self.arm_b
+        return training_effect_verdict(direction, self.per_seed, f"{better} better",
+                                       f"inconclusive (n={self.result.pairs} pairs)")
 
     def to_dict(self) -> dict:
         return {"model": self.model, "mixture": self.mixture, "task": self.task, "arm_a": self.arm_a,
                 "arm_b": self.arm_b, "seeds": list(self.seeds), **self.result.to_dict(), "holm_p": self.holm_p,
-                "verdict": self.verdict}
+                "per_seed": self.per_seed.to_dict() if self.per_seed is not None else None, "verdict": self.verdict}
 
 
 POOLED_HELD_OUT = "all held-out tasks"
@@ -854,19 +899,23 @@ def arm_comparisons(study: Study) -> list[ArmComparison]:
                 seeds = tuple(sorted(set(a_seeds) & set(b_seeds)))
                 for label, tasks in units:
                     a_flags, b_flags, questions = [], [], []
+                    per_seed = {}
                     for seed in seeds:
+                        start = len(a_flags)
                         for task in tasks:
                             a_rows, b_rows = a_seeds[seed].by_task.get(task, {}), b_seeds[seed].by_task.get(task, {})
                             for question in sorted(set(a_rows) & set(b_rows)):
                                 a_flags.append(a_rows[question][0])
                                 b_flags.append(b_rows[question][0])
                                 questions.append((task, question))
+                        if len(a_flags) > start:
+                            per_seed[seed] = _paired_share(a_flags[start:], b_flags[start:])
                     if a_flags:
                         result = paired_comparison(a_flags, b_flags, questions, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, LEVEL)
-                        comparisons.append(ArmComparison(model, mixture, label, arm_a, arm_b, seeds, result))
+                        comparisons.append(ArmComparison(model, mixture, label, arm_a, arm_b, seeds, result,
+                                                         per_seed=SeedEffects.of(per_seed)))
     adjusted = holm_adjust([c.result.p_value for c in comparisons])
-    return [ArmComparison(c.model, c.mixture, c.task, c.arm_a, c.arm_b, c.seeds, c.result, p)
-            for c, p in zip(comparisons, adjusted)]
+    return [replace(c, holm_p=p) for c, p in zip(comparisons, adjusted)]
 
 
 def _pair_counts(results_file: Path, aliases: dict[str, str]) -> dict[str, tuple[int, int]]:
@@ -966,11 +1015,13 @@ def _arms_section(study: Study, results: dict) -> Section:
             (f"{c.model} · " if len(study.models) > 1 and c.model else "") + c.mixture, _column_label(study, c.task),
             f"{c.arm_a} vs {c.arm_b}", f"{r.pairs} ({_plural(len(c.seeds), 'seed')} × {_plural(r.clusters, 'question')})",
             f"{100 * r.accuracy_a:.1f} / {100 * r.accuracy_b:.1f}", f"{r.both} / {r.only_a} / {r.only_b} / {r.neither}",
-            _points(r.difference), _p(r.p_value), _p(c.holm_p), c.verdict,
+            _points(r.difference),
+            c.per_seed.describe() if c.per_seed is not None and c.per_seed.seeds >= 2 else "one training seed",
+            _p(r.p_value), _p(c.holm_p), c.verdict,
         ])
     section.blocks.append(Table(
         ["mixture", "task", "arms A vs B", "n pairs", "accuracy A / B (%)", "both / only A / only B / neither",
-         "A − B [95 % paired bootstrap]", "McNemar p (exact)", "Holm p", "verdict"], rows,
+         "A − B [95 % paired bootstrap]", "A − B per training seed", "McNemar p (exact)", "Holm p", "verdict"], rows,
         caption=f"Final models; a pair is one question answered by both arms' runs of the same seed; "
                 f"{len(comparisons)} comparisons in the Holm family"))
     section.blocks.append(Paragraph(
@@ -979,9 +1030,14 @@ def _arms_section(study: Study, results: dict) -> Section:
         f"pairs (only A right against only B right); Holm's correction runs over all {len(comparisons)} comparisons of "
         f"this table. The interval resamples questions (all seeds' pairs of a question together, "
         f"{BOOTSTRAP_RESAMPLES} resamples, seed {BOOTSTRAP_SEED}), because one question's pairs across seeds are "
-        f"correlated; McNemar treats the pairs as independent, which overstates the evidence when seeds agree. So an arm "
-        f"is called better only when the Holm-adjusted p is below {1 - LEVEL:.2f} and the interval excludes zero; "
+        f"correlated; McNemar treats the pairs as independent, which overstates the evidence when seeds agree. Neither "
+        f"measures the run-to-run spread of training: that is the spread of each seed's own A − B, shown beside them. So "
+        f"an arm is called better only when the Holm-adjusted p is below {1 - LEVEL:.2f}, the interval excludes zero and "
+        f"every seed's A − B has its sign; seeds that differ in sign read 'inconclusive: training seeds disagree', and "
         f"otherwise the verdict is 'inconclusive' with the number of pairs it had."))
+    if any(c.per_seed is None or c.per_seed.seeds < 2 for c in comparisons):
+        section.blocks.append(Paragraph(f"Comparisons of one training seed: {ONE_TRAINING_SEED}; an arm called better "
+                                        "there is better in that one pair of runs."))
     return section
 
 
@@ -1032,7 +1088,11 @@ def _methods_section() -> Section:
         "questions as independent and is narrower than a question-level interval; the seed spread section shows how far "
         "seeds differ. Changes from the base model and differences between arms are paired: the same questions, "
         f"percentile bootstrap over questions ({BOOTSTRAP_RESAMPLES} resamples, seed {BOOTSTRAP_SEED}). Arm differences "
-        "are tested with the exact McNemar test and Holm's correction over all comparisons made. ID vs held out: a "
+        "are tested with the exact McNemar test and Holm's correction over all comparisons made. These intervals and "
+        "tests cover question sampling only; beside them stands each training seed's own effect (its range and sd: the "
+        "run-to-run spread of training), and a gain, loss or better arm is claimed only when every seed's effect has its "
+        "sign ('inconclusive: training seeds disagree' otherwise; with one seed, the report says the spread is not "
+        "measured). ID vs held out: a "
         "question is in distribution for a run when its data-set family (and order) is in the run's data/train.jsonl; "
         "when the run's training data is missing, the study's own held_out flag of the task decides. The checkpoint "
         "'final' is placed at the run's last logged step.")])

@@ -98,9 +98,11 @@ def run(args: argparse.Namespace) -> int:
     import os
 
     from tomrl.audit.report import audit, to_markdown
+    from tomrl.config import check_seed
     from tomrl.io import atomic_write_json, atomic_write_text
     from tomrl.outputs import check_outputs
 
+    check_seed(args.seed, "--seed")  # before any reading: the learners hand it to sklearn, which takes 0..2**32-1 only
     if args.data:
         os.environ["TOMRL_DATA"] = str(Path(args.data).expanduser())
     specs = {"--train": [args.train] if args.train else [], "--test": list(args.test)}

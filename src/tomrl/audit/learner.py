@@ -151,9 +151,15 @@ def _chapters_and_steps(facts: StoryFacts, thing: str | None, asks_room: bool) -
         steps.append((f"object_{kind}" if e.thing == thing and kind in ("move", "place") else kind, place, chapter))
     steps += [("stay", place, chapter)] * (len(stays) - stay_index)
     own = {c for c, things in chapter_things.items() if thing in things}
-    turns = [("M" if kind == "object_move" else "S") for kind, _, c in steps if c in own and kind in ("object_move", "stay")]
-    per_chapter = [[("M" if kind == "object_move" else "S") for kind, _, c in steps if c == ch and kind in ("object_move", "stay")] for ch in sorted(own)]
-    return steps, turns, per_chapter
+    # One pass over the steps, grouped by chapter (a scan of every step per chapter was quadratic in long stories).
+    turns: list[str] = []
+    by_chapter: dict[int, list[str]] = {c: [] for c in own}
+    for kind, _, c in steps:
+        if c in own and kind in ("object_move", "stay"):
+            turn = "M" if kind == "object_move" else "S"
+            turns.append(turn)
+            by_chapter[c].append(turn)
+    return steps, turns, [by_chapter[c] for c in sorted(own)]
 
 
 def _code(turns: Sequence[str]) -> int:

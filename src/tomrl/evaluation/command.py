@@ -74,20 +74,20 @@ def run(args: argparse.Namespace) -> int:
         print(_list_text())
         return 0
     if args.table:
+        from tomrl.evaluation.results import read_results, results_answered
         from tomrl.evaluation.table import markdown_table
 
-        results = []
+        results, failed = [], []
         for folder in args.table:
-            path = Path(folder) / "results.json" if Path(folder).is_dir() else Path(folder)
-            if not path.is_file():
-                raise ConfigError(f"{path}: no results.json (run tomrl eval first)")
-            try:
-                result = json.loads(path.read_text(encoding="utf-8"))
-            except (UnicodeDecodeError, json.JSONDecodeError) as error:
-                raise ConfigError(f"--table {folder}: {path} is not a tomrl eval results.json ({error}); give an eval folder") from None
-            if not isinstance(result, dict) or not isinstance(result.get("benchmarks"), dict):
-                raise ConfigError(f"--table {folder}: {path} is not a tomrl eval results.json (no 'benchmarks'); give an eval folder")
-            results.append(result)
+            result = read_results(folder, "--table")
+            (results if results_answered(result) > 0 else failed).append((folder, result))  # failed: not a row of zeros
+        if not results:
+            raise ConfigError(f"--table: no evaluation with answers to show: the results.json of {', '.join(f for f, _ in failed)} "
+                              "has no answered question (a failed evaluation); run tomrl eval again on it")
+        for folder, _ in failed:
+            print(f"tomrl: note: --table {folder}: its results.json has no answered question (a failed evaluation); "
+                  "left out of the table", file=sys.stderr)
+        results = [result for _, result in results]
         print(markdown_table(results, all_paper_rows=args.all_paper_rows))
         return 0
 
@@ -138,9 +138,13 @@ def run(args: argparse.Namespace) -> int:
               "Run the same command again to resume: finished items are not redone.", file=sys.stderr, flush=True)
         raise
     print()
-    print(markdown_table([outcome.results]))
-    print(summary_markdown(outcome.results))
-    print(f"wrote {outcome.out_dir}/results.json, samples.jsonl and table.md ({outcome.generated} answers generated now, {outcome.reused} reused)")
+    if outcome.written:
+        print(markdown_table([outcome.results]))
+        print(summary_markdown(outcome.results))
+        print(f"wrote {outcome.out_dir}/results.json, samples.jsonl and table.md ({outcome.generated} answers generated now, {outcome.reused} reused)")
+    else:
+        print(f"tomrl: no question was answered, so {outcome.out_dir} has no results.json (a failed evaluation is not an "
+              "evaluation)", file=sys.stderr)
     kept = outcome.results.get("kept_from_earlier_runs")
     if kept:
         print(f"results.json also keeps {len(kept)} benchmarks evaluated earlier in this folder and not asked for now: {', '.join(kept)}")
@@ -151,4 +155,4 @@ def run(args: argparse.Namespace) -> int:
         for line in outcome.errors[:10]:
             print(f"  {redact_secrets(line)}", file=sys.stderr)  # an error may quote the URL, credentials and all
         return 1
-    return 0
+    return 0 if outcome.written else 1

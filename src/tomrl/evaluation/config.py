@@ -20,9 +20,10 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import AfterValidator
 
-from tomrl.config import setting
+from tomrl.config import ConfigError, setting
 from tomrl.evaluation.benchmarks import BENCHMARKS, SUITES, check_names
 from tomrl.io import redact_secrets
+from tomrl.models import generation_length_problem
 from tomrl.generation.base import PAPER_TEMPERATURE, PAPER_TOP_P, Sampling
 from tomrl.generation.registry import engine_names, engines_help  # light: the factories import their engines lazily
 from tomrl.generation.settings import OpenAISettings, VLLMSettings
@@ -111,6 +112,10 @@ class EvalConfig:
         if self.limit is not None and self.limit < 1:
             raise ValueError(f"limit must be >= 1 or null, got {self.limit}")
         Sampling(temperature=self.temperature, top_p=self.top_p, max_new_tokens=self.max_new_tokens)  # its checks, said once
+        if self.engine in ("hf", "vllm"):  # against the model's context, read from its config.json where it is on disk
+            problem = generation_length_problem(self.model, self.max_new_tokens)
+            if problem:
+                raise ConfigError(f"max_new_tokens: {problem}")  # a ValueError (pydantic names the block); as itself where built directly
         if self.threads is not None and self.threads < 1:
             raise ValueError(f"threads must be >= 1 or null, got {self.threads}")
         if self.batch_size < 1:

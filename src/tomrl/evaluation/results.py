@@ -23,8 +23,11 @@ parsers cannot read, are in neither.
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from tomrl.config import ConfigError
+from tomrl.io import BadInputError, loads_json
 from tomrl.stats import accuracy, bootstrap_interval
 
 # Per scheme (tomrl.rewards.answer): the prefix of its fields in a sample row, and what it means (results.json).
@@ -237,3 +240,42 @@ def _nesting_groups(items: Sequence[Any], nesting: Mapping[str, bool] | None, id
         if flag is not None:
             groups.setdefault(NESTING_GROUPS[flag], []).append(item)
     return {key: groups[key] for key in NESTING_GROUPS.values() if key in groups}
+
+
+# ----------------------------------------------------------------------------- reading results.json
+
+RESULTS_FILE = "results.json"
+
+
+def answered_count(entry: Mapping[str, Any]) -> int:
+    """Questions answered in one benchmark entry of ``results.json``: its ``n_answered`` (else, in results written
+    before that field, its overall n); 0 for anything else."""
+    n = entry.get("n_answered") if isinstance(entry, Mapping) else None
+    if n is None and isinstance(entry, Mapping) and isinstance(entry.get("overall"), Mapping):
+        n = entry["overall"].get("n")
+    return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 0
+
+
+def results_answered(results: Mapping[str, Any]) -> int:
+    """Questions answered over every benchmark of a ``results.json``; 0 is a failed evaluation, not an evaluation
+    (tomrl eval no longer writes one, but older folders and copies may hold one)."""
+    entries = results.get("benchmarks") if isinstance(results, Mapping) else None
+    return sum(answered_count(entry) for entry in entries.values()) if isinstance(entries, Mapping) else 0
+
+
+def read_results(folder_or_file: str | Path, flag: str = "--table") -> dict[str, Any]:
+    """The ``results.json`` of an evaluation folder (or the file itself), checked to be one; one error naming it.
+
+    Readers that count evaluations (``tomrl eval --table``, reports) skip one whose :func:`results_answered` is 0.
+    """
+    given = Path(folder_or_file)
+    path = given / RESULTS_FILE if given.is_dir() else given
+    if not path.is_file():
+        raise ConfigError(f"{path}: no {RESULTS_FILE} (run tomrl eval first)")
+    try:
+        results = loads_json(path.read_bytes(), str(path))
+    except (BadInputError, UnicodeDecodeError) as error:
+        raise ConfigError(f"{flag} {folder_or_file}: {path} is not a tomrl eval {RESULTS_FILE} ({error}); give an eval folder") from None
+    if not isinstance(results, dict) or not isinstance(results.get("benchmarks"), dict):
+        raise ConfigError(f"{flag} {folder_or_file}: {path} is not a tomrl eval {RESULTS_FILE} (no 'benchmarks'); give an eval folder")
+    return results

@@ -8,13 +8,18 @@ A run folder holds:
 
 - ``run.json``: the settings that shape generations (model, engine, sampling, prompt style,
   dtype) and each benchmark's version. Resuming with different settings is refused (use another
-  ``--out``), so one folder never mixes answers from two set-ups.
+  ``--out``), so one folder never mixes answers from two set-ups. A local model is compared as a
+  path (a relative and an absolute path to it agree) and is also recorded relative to the folder
+  (``paths_from_folder``), so a folder moved or copied together with the model it evaluated (a
+  demo's, a study's) is resumed where it is.
 - ``samples.jsonl``: one line per answered question, appended and flushed as each answer
   finishes: benchmark, id, order, question_type, gold, prompt, output (the raw completion),
   tokens, finish_reason, and the checks of each scheme the benchmark declares (``extracted``/
   ``correct``/``format_ok``/``reason`` for strict, the same with ``paper_`` for Paper A's rule…).
 - ``timing.jsonl``: generation time, generated and prompt tokens per stretch of work.
-- ``results.json`` (atomic): per benchmark, overall and per order / question type / …: n, its
+- ``results.json`` (atomic; written once at least one question has an answer, so a failed evaluation
+  leaves none: ``status`` says complete or incomplete, ``n_answered`` how many answers it summarises):
+  per benchmark, overall and per order / question type / …: n, its
   metric with a 95 % interval and format-failure rate under each scheme, mean response length;
   the run's tokens_per_s (all benchmarks are generated together, as one stream, so the engine's
   batch stays full across them); model, engine, seed, sampling and the full config. Location
@@ -37,6 +42,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import time
 from collections import Counter
@@ -49,11 +55,16 @@ from tomrl.config import ConfigError, config_to_dict
 from tomrl.evaluation.benchmarks import Benchmark, DataMissing, load_examples, resolve, select
 from tomrl.evaluation.config import EvalConfig, generation_settings
 from tomrl.generation.base import Sampling, request_seed
-from tomrl.evaluation.results import DEFAULT_SCHEMES, SCHEME_FIELDS, no_tom_rules, summarize_benchmark, summarize_pairs, throughput
+from tomrl.evaluation.results import (
+    DEFAULT_SCHEMES, SCHEME_FIELDS, answered_count, no_tom_rules, summarize_benchmark, summarize_pairs, throughput,
+)
 from tomrl.io import JsonlAppender, atomic_write_json, atomic_write_text, iter_jsonl
+from tomrl.prompts import check_prompts
 from tomrl.schema import Example
 
 TIMING_EVERY_S = 20.0  # write a timing segment at least this often while generating
+PATH_SETTINGS = ("model",)  # generation settings that may be a local path: compared as paths (tomrl.outputs.same_reference)
+PATHS_FROM_FOLDER = "paths_from_folder"  # run.json: those paths relative to the run folder (tomrl.outputs.path_from_folder)
 
 
 @dataclass
@@ -65,6 +76,7 @@ class EvalOutcome:
     errors: list[str] = field(default_factory=list)  # prompts that failed (API), to retry
     skipped: dict[str, str] = field(default_factory=dict)  # benchmark -> why it was skipped
     bad_rows: dict[str, list[str]] = field(default_factory=dict)  # benchmark -> rows skipped (skip_bad), with reasons
+    written: bool = False  # results.json and table.md written: at least one question has an answer
 
 
 def default_out_dir(cfg: EvalConfig, root: str | Path = "runs/eval") -> Path:
@@ -129,12 +141,26 @@ class _RunFolder:
         self.card = out_dir / "run.json"
 
     def check_and_record(self, cfg: EvalConfig, benchmarks: list[Benchmark]) -> None:
+        from tomrl.outputs import path_from_folder, same_reference
+
         settings = json.loads(json.dumps(generation_settings(cfg)))
         versions = {b.name: b.version for b in benchmarks}
-        if self.card.exists():
+        # A local model is also recorded as seen from this folder: a folder moved or copied with the model it
+        # evaluated (a demo's, a study's) is resumed, and so is the same model given by another path.
+        from_folder = {key: where for key in PATH_SETTINGS if (where := path_from_folder(settings.get(key), self.out_dir)) is not None}
+        # A folder without a single answer (an evaluation that failed: the model did not load, every prompt failed)
+        # holds nothing to mix: it is taken over by the corrected command, whatever its settings were.
+        if self.card.exists() and self.has_answers():
             card = json.loads(self.card.read_text(encoding="utf-8"))
             before = card.get("generation", {})
-            changed = sorted(k for k in set(before) | set(settings) if before.get(k) != settings.get(k))
+            recorded_from = card.get(PATHS_FROM_FOLDER) or self._paths_from_folder_before_they_were_recorded(before)
+
+            def same(key: str) -> bool:
+                if key in PATH_SETTINGS:
+                    return same_reference(before.get(key), settings.get(key), self.out_dir, recorded_from.get(key))
+                return before.get(key) == settings.get(key)
+
+            changed = sorted(k for k in set(before) | set(settings) if not same(k))
             if changed:
                 details = ", ".join(f"{k}: {before.get(k)!r} -> {settings.get(k)!r}" for k in changed)
                 raise ConfigError(
@@ -149,10 +175,26 @@ class _RunFolder:
                     )
             versions = {**card.get("benchmark_versions", {}), **versions}
             created = card.get("created")
+            card.pop(PATHS_FROM_FOLDER, None)
         else:
-            created = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-        card = json.loads(self.card.read_text(encoding="utf-8")) if self.card.exists() else {}
-        atomic_write_json(self.card, {**card, "generation": settings, "benchmark_versions": versions, "created": created})
+            created, card = time.strftime("%Y-%m-%dT%H:%M:%S%z"), {}
+        atomic_write_json(self.card, {**card, "generation": settings, "benchmark_versions": versions, "created": created,
+                                      **({PATHS_FROM_FOLDER: from_folder} if from_folder else {})})
+
+    def _paths_from_folder_before_they_were_recorded(self, before: dict) -> dict[str, str]:
+        """For a run.json written before ``paths_from_folder``: the recorded absolute paths seen from where the folder
+        was then (``config.out`` of its results.json, when absolute), so that such a folder can be moved too."""
+        from tomrl.io import BadInputError, loads_json
+
+        try:
+            results = loads_json((self.out_dir / "results.json").read_bytes(), "results.json")
+        except (OSError, ValueError, BadInputError):  # ValueError: bytes that are not UTF-8
+            return {}
+        out = (results.get("config") or {}).get("out") if isinstance(results, dict) and isinstance(results.get("config"), dict) else None
+        if not isinstance(out, str) or not os.path.isabs(out):
+            return {}
+        return {key: os.path.relpath(before[key], out) for key in PATH_SETTINGS
+                if isinstance(before.get(key), str) and os.path.isabs(before[key])}
 
     def engine_description(self, current: dict | None) -> dict | None:
         """The engine that made the answers: ``current`` (recorded in run.json), else the recorded one."""
@@ -161,6 +203,12 @@ class _RunFolder:
             return card.get("engine")
         atomic_write_json(self.card, {**card, "engine": current})
         return current
+
+    def has_answers(self) -> bool:
+        """Whether samples.jsonl holds at least one complete answer."""
+        if not self.samples.is_file() or self.samples.stat().st_size == 0:
+            return False
+        return next(iter_jsonl(self.samples, allow_torn_tail=True), None) is not None
 
     def finished(self) -> dict[tuple[str, str], dict]:
         """Rows already in samples.jsonl by (benchmark, id); a torn last line is ignored."""
@@ -221,6 +269,12 @@ def _run_eval(cfg: EvalConfig, log: Callable[[str], None], engine) -> EvalOutcom
             log(f"{benchmark.name}: skipped, data not present: {missing}")  # whole: it says how to obtain the data
             continue
         plans.append((benchmark, examples))
+    # The questions to ask, and whether their prompt style can ask them (hitom_mc needs choices): before any output.
+    selections: dict[str, list[Example]] = {b.name: select(examples, cfg.limit, cfg.seed) for b, examples in plans}
+    for benchmark, _ in plans:
+        path = benchmark.loader_options.get("path")
+        named = path if isinstance(path, str) else f"benchmark {benchmark.name}"
+        check_prompts(selections[benchmark.name], benchmark.prompt_for(cfg.prompt).style, lambda e: f"{named}: example {e.id!r}")
     from tomrl.outputs import check_outputs, mark_folder
 
     written = [folder.card, folder.samples, folder.timing, out_dir / "results.json", out_dir / "table.md"]
@@ -233,11 +287,9 @@ def _run_eval(cfg: EvalConfig, log: Callable[[str], None], engine) -> EvalOutcom
     # 2. Generate what is missing, all benchmarks in one stream (the engine keeps its batch full
     #    across benchmarks instead of draining it at the end of each), appending each answer as
     #    it finishes.
-    selections: dict[str, list[Example]] = {}
     todo: list[tuple[Benchmark, Example]] = []
     for benchmark, examples in plans:
-        selected = select(examples, cfg.limit, cfg.seed)
-        selections[benchmark.name] = selected
+        selected = selections[benchmark.name]
         missing = [e for e in selected if (benchmark.name, e.id) not in done]
         outcome.reused += len(selected) - len(missing)
         todo += [(benchmark, e) for e in missing]
@@ -346,8 +398,12 @@ def write_results(cfg, folder: _RunFolder, plans, selections, done, outcome: Eva
     from tomrl.training.split_rule import checkpoint_warning
 
     warning = checkpoint_warning(cfg.model)
+    answered = sum(answered_count(entry) for entry in benchmarks.values())
+    complete = bool(benchmarks) and not outcome.errors and all(entry.get("complete") for entry in benchmarks.values())
     results = {
         **({"warning": warning} if warning else {}),  # first: the model was picked on test stories
+        "status": "complete" if complete else "incomplete",  # incomplete: Ctrl-C, failed prompts; resumed by the same command
+        "n_answered": answered,
         "model": cfg.model,
         "engine": engine_description or {"engine": cfg.engine, "model": cfg.model},
         "seed": cfg.seed,
@@ -364,8 +420,14 @@ def write_results(cfg, folder: _RunFolder, plans, selections, done, outcome: Eva
         "config": json.loads(json.dumps(config_to_dict(cfg), default=str)),
         "written": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
+    if answered == 0 and any(entry.get("n_selected") for entry in benchmarks.values()):
+        # A failed evaluation (the model did not load, every prompt failed, stopped before the first answer) writes
+        # no results.json: one with no answers would read as an evaluation to tomrl report and tomrl eval --table.
+        # (One whose benchmarks were all skipped, their data absent, is written: it says so.)
+        return results
     atomic_write_json(folder.out_dir / "results.json", results)
     atomic_write_text(folder.out_dir / "table.md", markdown_table([results]) + "\n" + summary_markdown(results))
+    outcome.written = True
     return results
 
 

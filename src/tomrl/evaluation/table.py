@@ -16,6 +16,8 @@ from __future__ import annotations
 import re
 from typing import Any, Sequence
 
+from tomrl.evaluation.results import results_answered
+
 COLUMNS = ("Hi-ToM", "4th-order", "ToMi", "ExploreToM", "ExploreToM infilled")
 
 # Paper A (arXiv 2504.01698), Table 1: accuracy in %, columns as COLUMNS. Full test sets
@@ -79,7 +81,10 @@ def result_rows(results: dict[str, Any]) -> list[list[str]]:
 
 
 def markdown_table(results_list: Sequence[dict[str, Any]], all_paper_rows: bool = False) -> str:
-    """Markdown table in Table 1's layout for one or more runs' results."""
+    """Markdown table in Table 1's layout for one or more runs' results; a run without one answered question
+    (a failed evaluation) is left out, with a note."""
+    failed = [results for results in results_list if results_answered(results) == 0]
+    results_list = [results for results in results_list if results_answered(results) > 0]
     header = ["Model", *COLUMNS]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     shown_paper_rows = set()
@@ -98,6 +103,8 @@ def markdown_table(results_list: Sequence[dict[str, Any]], all_paper_rows: bool 
         "<answer> tag, suffix match, no format check); 'strict' = tomrl's rule (well-formed output, exact "
         "match after normalisation). Paper A rows: the paper's Table 1 (full sets, no intervals).",
     ]
+    for results in failed:
+        notes.append(f"{results.get('model', '?')}: no answered question (a failed evaluation, or every benchmark skipped); left out of the table.")
     for results in results_list:
         limited = results.get("config", {}).get("limit")
         sampling = results.get("sampling", {})

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from typing import Iterator, Sequence
 
+from tomrl.config import ConfigError
 from tomrl.generation.base import Completion, Sampling, cut_at_stop, eos_token_ids, generate_sampling_kwargs, left_padded
 from tomrl.generation.slots import SLOT_ARCHITECTURES, SlotGenerator, SlotModel, slot_path_supported
 
@@ -82,7 +83,7 @@ class HFEngine:
     ):
         import torch
 
-        from tomrl.models import load_model, load_tokenizer
+        from tomrl.models import context_length, load_model, load_tokenizer
 
         if threads is not None:
             torch.set_num_threads(threads)
@@ -103,6 +104,8 @@ class HFEngine:
             raise ValueError(f"the slots path supports {', '.join(SLOT_ARCHITECTURES)} models; {model} is {self.model.config.model_type}")
         self.mode = "slots" if (mode == "slots" or (mode == "auto" and supported)) else "generate"
         self.eos_ids = eos_token_ids(self.model, self.tokenizer)
+        # (length, where it was read) or None: what a Sampling.max_new_tokens is checked against.
+        self.context = context_length(self.model.config.to_dict())
         self._slot_model = None
         self._torch = torch
 
@@ -118,6 +121,13 @@ class HFEngine:
         }
 
     def generate(self, prompts: Sequence[str], sampling: Sampling) -> Iterator[Completion]:
+        from tomrl.models import generation_length_problem
+
+        # A budget beyond the model's whole context generated for hours (or forever) past the positions it
+        # was trained on; commands check it before any work where the model's config is on disk.
+        problem = generation_length_problem(self.model_name, sampling.max_new_tokens, self.context)
+        if problem:
+            raise ConfigError(f"max_new_tokens: {problem}")
         if not prompts:
             return
         token_lists = [self.tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]

@@ -344,7 +344,7 @@ def verify_examples(path: str | Path, skip_bad: bool = False, report=None) -> tu
     With ``skip_bad`` lines that fail the schema are counted in ``report`` (a
     :class:`tomrl.schema.ReadReport`) instead of stopping the check.
     """
-    from tomrl.io import BadInputError
+    from tomrl.io import BadInputError, shortened
     from tomrl.schema import ReadReport, read_examples
     from tomrl.world.oracle import BeliefOracle
     from tomrl.world.parsers import parse_question, parse_story
@@ -363,7 +363,7 @@ def verify_examples(path: str | Path, skip_bad: bool = False, report=None) -> tu
                 cache[key] = BeliefOracle(parse_story(example.story, style), semantics=semantics)
             answer = cache[key].answer(parse_question(example.question))
         except ValueError as err:
-            problem = f"{where}: field '{'story' if key not in cache else 'question'}': {err}"
+            problem = f"{where}: field '{'story' if key not in cache else 'question'}': {shortened(str(err))}"
             if not skip_bad:
                 raise BadInputError(problem) from None
             report.skipped.append(problem)
@@ -429,7 +429,7 @@ def run(args: argparse.Namespace) -> int:
         )
     else:
         path = Path(args.benchmark)
-        if not path.is_file():
+        if not path.exists():  # a FIFO (`<(zcat rows.jsonl.gz)`) is read too; a folder is refused by the reader
             raise BadInputError(f"{path}: not 'hitom', 'tomi' or an existing JSONL file")
         from tomrl.schema import ReadReport
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from tomrl.config import ConfigError
-from tomrl.io import BadInputError, loads_json, scan_jsonl
+from tomrl.io import BadInputError, loads_json, open_input, scan_jsonl
 from tomrl.schema import Example
 
 DATA_ENV = "TOMRL_DATA"
@@ -134,9 +134,12 @@ def find_file(loader_name: str, card: DatasetCard, path: Path | None, candidates
 
 
 def read_json_file(path: Path) -> Any:
-    """A JSON file's value; bad bytes, bad JSON and duplicate keys raise BadInputError naming the file."""
+    """A JSON file's value; bad bytes, bad JSON and duplicate keys raise BadInputError naming the file.
+    Opened with :func:`tomrl.io.open_input`: a FIFO that nobody writes to is one error, not a wait without end."""
+    with open_input(path, "a JSON file") as handle:
+        raw = handle.read()
     try:
-        return loads_json(path.read_text(encoding="utf-8"), str(path))
+        return loads_json(raw.decode("utf-8"), str(path))
     except UnicodeDecodeError as err:
         raise BadInputError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
 

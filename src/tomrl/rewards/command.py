@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 
 def register(parser: argparse.ArgumentParser) -> None:
     from tomrl.rewards.functions import REWARDS, reward_options_help, rewards_help
 
     parser.add_argument("--reward", required=True, choices=list(REWARDS), help=f"reward to apply: {rewards_help()}")
-    parser.add_argument("--input", required=True, type=Path, help="JSONL with 'completion' and 'answer' per line")
+    parser.add_argument("--input", required=True, help="JSONL with 'completion' and 'answer' per line")
     parser.add_argument("--out", required=True, help="JSONL to write, one scored row per input row")
     parser.add_argument(
         "--prefill",

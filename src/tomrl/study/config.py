@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from tomrl.config import setting
+from tomrl.config import check_seed, setting
 from tomrl.evaluation.benchmarks import check_names
 from tomrl.rewards.fidelity import FidelityOptions
 from tomrl.training.config import DataConfig
@@ -218,6 +218,8 @@ class StudyConfig:
                 raise ValueError(f"{kind}s must differ; repeated: {', '.join(duplicates)}")
         if not self.mixtures or not self.arms or not self.seeds or not self.tasks:
             raise ValueError("give at least one mixture, arm, seed and task")
+        for seed in self.seeds:
+            check_seed(seed, "seeds")
         for arm in self.arm_overrides:
             if arm not in self.arms:
                 raise ValueError(f"arm_overrides.{arm}: {arm!r} is not one of arms {list(self.arms)}")

@@ -15,6 +15,13 @@ The study folder (read by :func:`tomrl.analysis.study_report.write_study_report`
     STUDY_DIR/evals/<cell id>/<checkpoint>/  tomrl eval of final/ and of each step-N snapshot
     STUDY_DIR/report/                        the study report
 
+Before any work (and before the study folder is written), every cell's full settings are checked
+(:func:`check_study`): its training config with the study's and the arm's overrides, seed and model,
+its mixture's data (recipe known, generator configs, files), its evaluation config, every task's
+benchmark or generator config and every model; a bad study is one error naming the cell (or the
+mixture, task) and the key. A study folder moved or copied elsewhere is continued where it is:
+``out_dir`` is where the folder is now, and paths are compared as paths (:func:`tomrl.outputs.same_setting`).
+
 Order of work: the tasks, each base model's evaluation, then cell by cell: train (an RL run killed
 midway continues from its last checkpoint), evaluate each snapshot and final/. Nothing finished
 is redone: a run is finished when it has ``final/`` and ``summary.json``; an evaluation when its
@@ -96,7 +103,14 @@ def shared_start(train_cfg, folder: Path, say: Callable[[str], None]):
 
 def check_and_record(cfg: StudyConfig, base, study_dir: Path) -> None:
     """Write study.yaml and train_base.yaml, or check that a started study is continued with the same
-    settings (only the grid's lists may grow: CHANGEABLE_KEYS; a named mixture or task may not change)."""
+    settings (only the grid's lists may grow: CHANGEABLE_KEYS; a named mixture or task may not change).
+
+    A folder moved or copied elsewhere is the same study: ``out_dir`` names the folder, not a setting; the
+    base training config is compared on its content (train_base.yaml), not on the path of its file; and paths
+    are compared as paths (:func:`tomrl.outputs.same_setting`: inside the folder, relative to it; elsewhere,
+    resolved, or a data file by its bytes)."""
+    from tomrl.outputs import same_setting
+
     study_file, base_file = study_dir / STUDY_FILE, study_dir / TRAIN_BASE_FILE
     now, now_base = json.loads(json.dumps(config_to_dict(cfg))), json.loads(json.dumps(config_to_dict(base)))
     if study_file.exists():
@@ -105,13 +119,20 @@ def check_and_record(cfg: StudyConfig, base, study_dir: Path) -> None:
             default = study_defaults().get(key)
             if default is not None:
                 before[key] = default
-        changed = sorted(k for k in set(before) | set(now) if k not in CHANGEABLE_KEYS and before.get(k) != now.get(k))
+        folder_before = before.get("out_dir") if isinstance(before.get("out_dir"), str) and before.get("out_dir") else None
+        folder_now = str(study_dir)
+
+        def same(a, b) -> bool:
+            return same_setting(a, b, folder_before, folder_now)
+
+        ignored = {*CHANGEABLE_KEYS, "out_dir", *(("train_config",) if base_file.exists() else ())}
+        changed = sorted(k for k in set(before) | set(now) if k not in ignored and not same(before.get(k), now.get(k)))
         for kind in ("mixtures", "tasks"):
             earlier = {item["name"]: item for item in before.get(kind, [])}
-            changed += [f"{kind}[{item['name']}]" for item in now[kind] if item["name"] in earlier and earlier[item["name"]] != item]
+            changed += [f"{kind}[{item['name']}]" for item in now[kind] if item["name"] in earlier and not same(earlier[item["name"]], item)]
         if base_file.exists():
             before_base = read_yaml(base_file)
-            changed += [f"train_config.{k}" for k in sorted(set(before_base) | set(now_base)) if before_base.get(k) != now_base.get(k)]
+            changed += [f"train_config.{k}" for k in sorted(set(before_base) | set(now_base)) if not same(before_base.get(k), now_base.get(k))]
         if changed:
             raise ConfigError(
                 f"{study_dir} holds a study started with other settings ({', '.join(changed)}); continue it with the same "
@@ -119,6 +140,79 @@ def check_and_record(cfg: StudyConfig, base, study_dir: Path) -> None:
             )
     save_config(cfg, study_file)
     save_config(base, base_file)
+
+
+def check_study(cfg: StudyConfig, base, cells: list[Cell], study_dir: Path) -> None:
+    """Check every setting the study will use, before any work and before its folder is written: each mixture's
+    data, each cell's full training config (the study's and the arm's overrides, its seed and model) and
+    evaluation config, each task's benchmark or generator config, each model. One ConfigError naming the cell
+    (or mixture, task) and the study key it comes from."""
+    from tomrl.evaluation.benchmarks import resolve
+    from tomrl.evaluation.config import EvalConfig
+    from tomrl.generators.config import GenerateConfig
+    from tomrl.models import check_model_reference
+    from tomrl.training.data import check_data
+
+    for model in dict.fromkeys(cell.model for cell in cells):
+        check_model_reference(model, key="models")  # a missing model fails before any work
+    for mixture in cfg.mixtures:
+        try:
+            check_data(replace(base, data=mixture.data_config))
+        except (ConfigError, ValueError) as error:
+            raise ConfigError(f"mixtures[{mixture.name}]: {_first_line(error)}") from None
+    placeholders = []
+    for task in cfg.tasks:
+        try:
+            if task.generate is not None:
+                generator = None if task.generate == "default" else find_config(task.generate)
+                load_config(GenerateConfig, generator, [*task.generate_overrides, "split_fractions={test: 1.0}"])
+                placeholders.append(f"{task.name}.jsonl")
+            else:
+                if task.benchmark.endswith(".jsonl") and not Path(task.benchmark).expanduser().is_file():
+                    raise ConfigError(f"benchmark file not found: {task.benchmark} (see the study config's comments for how to make it)")
+                resolve([task.benchmark])
+                placeholders.append(task.benchmark)
+        except (ConfigError, ValueError, OSError) as error:
+            raise ConfigError(f"tasks[{task.name}]: {_first_line(error)}") from None
+    settings = cfg.eval
+    for cell in cells:
+        try:
+            train_cfg = cell_train_config(cfg, cell, study_dir)
+        except (ConfigError, ValueError, TypeError) as error:
+            raise ConfigError(f"cell {cell.id}: {_culprit(cfg, cell, study_dir)}: {_first_line(error)}") from None
+        try:
+            EvalConfig(model=cell.model, benchmarks=placeholders, limit=settings.limit, engine=settings.engine,
+                       temperature=settings.temperature, max_new_tokens=settings.max_new_tokens, stop_at_answer=settings.stop_at_answer,
+                       seed=settings.seed, batch_size=settings.batch_size, prompt=train_cfg.prompt)
+        except (ConfigError, ValueError) as error:
+            raise ConfigError(f"cell {cell.id}: eval: {_first_line(error)}") from None
+
+
+def _first_line(error: BaseException) -> str:
+    return str(error).splitlines()[0] if str(error) else type(error).__name__
+
+
+def _culprit(cfg: StudyConfig, cell: Cell, study_dir: Path) -> str:
+    """The study key a cell's failing training config comes from: the first whose removal lets it build."""
+
+    def builds(study: StudyConfig, trial: Cell) -> bool:
+        try:
+            cell_train_config(study, trial, study_dir)
+        except (ConfigError, ValueError, TypeError):
+            return False
+        return True
+
+    base_model = base_train_config(cfg).model
+    trials = [
+        (f"arm_overrides.{cell.arm}", lambda: cell.arm in cfg.arm_overrides and builds(replace(cfg, arm_overrides={}), cell)),
+        ("seeds", lambda: builds(cfg, replace(cell, seed=0))),
+        ("models", lambda: bool(cfg.models) and builds(cfg, replace(cell, model=base_model))),
+        (f"arms ({cell.arm})", lambda: builds(cfg, replace(cell, arm="grpo"))),
+    ]
+    for key, fixed_without in trials:
+        if fixed_without():
+            return key
+    return "train_config + train_overrides"
 
 
 def study_defaults() -> dict:
@@ -219,6 +313,7 @@ class Study:
         self.console = console or Console()
         self.base = base_train_config(cfg)
         self.cells = expand(cfg, self.base.model)
+        check_study(cfg, self.base, self.cells, self.dir)  # every cell's settings, before any work or write
         self.started = time.time()
         self.grid: Grid | None = None
         self.tasks: list[dict] = []
@@ -247,7 +342,6 @@ class Study:
 
         check_and_record(self.cfg, self.base, self.dir)
         mark_folder(self.dir, "study")  # after the settings check: a refused continuation writes nothing new
-        self._check_models()
         self.tasks = task_benchmarks(self.cfg, self.dir)
         self.benchmarks = list(dict.fromkeys(t["benchmark"] for t in self.tasks))  # what tomrl eval is given
         self.names = benchmark_names(self.benchmarks)
@@ -273,12 +367,6 @@ class Study:
             if self.grid.status[cell.id] == "failed":
                 self.say(f"failed: {cell.id}: {self.grid.errors.get(cell.id)}")
         return 0 if counts["failed"] == 0 else 1
-
-    def _check_models(self) -> None:
-        from tomrl.models import check_model_reference
-
-        for model in dict.fromkeys(cell.model for cell in self.cells):
-            check_model_reference(model, key="models")  # a missing model fails before any work
 
     def _cell_finished(self, cell: Cell) -> bool:
         run_dir = self.dir / "runs" / cell.id
@@ -384,4 +472,4 @@ def run_study(cfg: StudyConfig, console: Any = None) -> int:
     return Study(cfg, console).run()
 
 
-__all__ = ["run_study", "Study", "eval_complete", "run_finished", "checkpoints_to_evaluate", "find_config", "STUDY_FILE"]
+__all__ = ["run_study", "Study", "check_study", "eval_complete", "run_finished", "checkpoints_to_evaluate", "find_config", "STUDY_FILE"]

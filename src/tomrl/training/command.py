@@ -5,6 +5,7 @@
     tomrl train --config configs/train/demo_cpu.yaml                        # embedded model, curriculum
     tomrl train --config configs/train/paper_a_qwen2.5-0.5b.yaml            # Paper A (GPU)
     tomrl train --resume runs/smoke                                         # continue after a crash/Ctrl-C
+    tomrl train --resume runs/smoke --fallback                              # ... its last checkpoint damaged
     accelerate launch --config_file configs/accelerate/multi_gpu.yaml -m tomrl train --config FILE
 
 Algorithms: ``grpo`` (Paper A), ``reinforce_pp`` and ``reinforce_pp_baseline`` (OpenRLHF's
@@ -12,6 +13,9 @@ REINFORCE++, Paper B). The run folder holds config.yaml, metrics.jsonl, validati
 samples.jsonl, tensorboard/, checkpoints/ (the latest, for --resume), best/ (best validation
 accuracy) and final/. ``--resume RUN_DIR`` continues from the last complete checkpoint with the
 same data order and random state; keys given with it (``max_steps=…``) override the saved config.
+The checkpoint is checked first: a damaged one (a file cut short, a broken archive) stops with one
+error, and ``--fallback`` sets it aside (renamed ``checkpoint-N.damaged``, never deleted) and resumes
+from the previous complete checkpoint, or trains again from step 0 when there is none.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from tomrl.config import ConfigError, describe_text, load_config
 
 # Keys a resumed run may change: they alter neither the data order nor what one step optimises
 # (micro_batch_size only splits the same step into other micro-batches, e.g. to save memory).
-RESUMABLE_KEYS = ("max_steps", "epochs", "save_every", "eval", "report_to", "progress", "log_samples", "micro_batch_size")
+RESUMABLE_KEYS = ("max_steps", "epochs", "save_every", "keep_checkpoints", "eval", "report_to", "progress", "log_samples", "micro_batch_size")
 
 
 def register(parser: argparse.ArgumentParser) -> None:
@@ -31,6 +35,11 @@ def register(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument("--config", help="YAML file with TrainConfig keys (configs/train/*.yaml)")
     parser.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its last checkpoint")
+    parser.add_argument(
+        "--fallback",
+        action="store_true",
+        help="with --resume: set a damaged last checkpoint aside (renamed checkpoint-N.damaged, not deleted) and resume from the previous one (or step 0)",
+    )
     parser.add_argument("--skip-bad", action="store_true", help="skip bad rows of data.train_files/validation_files (counted) instead of stopping (= data.skip_bad=true)")
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="override config keys (nested: eval.every_steps=5)")
     parser.epilog = describe_text(TrainConfig)
@@ -45,6 +54,8 @@ def run(args: argparse.Namespace) -> int:
     from tomrl.training.config import TrainConfig
 
     console = Console()
+    if args.fallback and not args.resume:
+        raise ConfigError("--fallback goes with --resume RUN_DIR (it picks the checkpoint a resumed run starts from)")
     if args.resume:
         if args.config:
             raise ConfigError("--resume reads RUN_DIR/config.yaml; give --config only for a new run")
@@ -76,16 +87,22 @@ def run(args: argparse.Namespace) -> int:
 
     datasets.disable_progress_bars()
 
-    from tomrl.training.run import train
+    from tomrl.training.run import CONFIG_FILE, train
 
     what = f"resuming {cfg.run_dir}" if args.resume else f"training {cfg.model} with {cfg.algorithm} into {cfg.run_dir}"
     main_process = int(os.environ.get("RANK", "0")) == 0  # under torchrun / accelerate launch the main process alone prints
     if main_process:
         console.rule(f"[bold]tomrl train: {what}")
     try:
-        summary = train(cfg, resume=bool(args.resume), console=console)
+        summary = train(cfg, resume=bool(args.resume), console=console, fallback=args.fallback)
     except KeyboardInterrupt:
         console.print(f"interrupted; continue from the last checkpoint with: tomrl train --resume {cfg.run_dir}")
+        raise
+    except Exception:
+        # How to continue after a failure the user can fix (a full disk): tomrl.cli prints it. A run
+        # folder without config.yaml failed while being created; the same command then starts afresh.
+        if (Path(cfg.run_dir) / CONFIG_FILE).exists():
+            args.continue_with = f"tomrl train --resume {cfg.run_dir}"
         raise
     from tomrl.training.run import end_distributed
 

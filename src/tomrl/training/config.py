@@ -21,6 +21,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import AfterValidator
 
 from tomrl.config import ConfigError, setting
+from tomrl.models import generation_length_problem
 from tomrl.prompts import PromptConfig
 from tomrl.rewards.functions import make_reward, registered_reward, reward_options_help, rewards_help
 from tomrl.training.algorithms import ALGORITHMS, algorithms_help, registered_algorithm
@@ -242,6 +243,11 @@ class TrainConfig:
         "keep their own zero-signal group",
     )
     gradient_checkpointing: bool = setting(False, help="recompute activations in the backward pass (saves GPU memory)")
+    deterministic: bool | None = setting(
+        None, help="torch's deterministic kernels, so the same seed gives bit-identical weights on one machine; null = on "
+        "for CPUs (costs little), off for GPUs (there it also means math attention, whose memory grows with the square "
+        "of the sequence length); vLLM rollouts are not bit-reproducible either way"
+    )
     precision: Literal["auto", "float32", "bfloat16", "float16"] = setting(
         "auto",
         help="training precision; auto = bfloat16 on GPUs that support it and on CPUs with native bf16 (AVX512-BF16 or "
@@ -260,7 +266,11 @@ class TrainConfig:
     )
     eval: EvalDuringTraining = setting(default_factory=EvalDuringTraining, help="validation during training")
     warm_start: WarmStartConfig = setting(default_factory=WarmStartConfig, help="optional supervised warm start")
-    save_every: int = setting(50, help="write a checkpoint (for --resume) every K optimizer steps; the last one is kept")
+    save_every: int = setting(50, help="write a checkpoint (for --resume) every K optimizer steps")
+    keep_checkpoints: int = setting(
+        1, help="complete checkpoints kept for --resume (the latest ones); 2 lets --resume --fallback step back one "
+        "checkpoint when the last is damaged, at one more checkpoint of disk (about 3x the model)"
+    )
     log_samples: bool = setting(True, help="append every rollout (prompt id, completion, rewards) to RUN_DIR/samples.jsonl")
     report_to: list[Literal["tensorboard", "wandb"]] = setting(
         default_factory=lambda: ["tensorboard"], help="metric back-ends besides metrics.jsonl (wandb reads WANDB_* variables)"
@@ -304,6 +314,8 @@ class TrainConfig:
             raise ValueError(f"reward_weights has {len(self.reward_weights)} weights for {len(self.rewards)} rewards")
         if self.save_every < 1:
             raise ValueError(f"save_every must be >= 1, got {self.save_every}")
+        if self.keep_checkpoints < 1:
+            raise ValueError(f"keep_checkpoints must be >= 1 (--resume needs one), got {self.keep_checkpoints}")
         if self.num_iterations < 1:
             raise ValueError(f"num_iterations must be >= 1, got {self.num_iterations}")
         if self.dynamic_sampling_max_rounds < 1:
@@ -326,6 +338,10 @@ class TrainConfig:
             raise ValueError(f"vllm_gpu_memory_utilization must be in (0, 1], got {self.vllm_gpu_memory_utilization}")
         if self.use_vllm and self.stop_at_answer:
             raise ValueError("stop_at_answer is implemented for transformers rollouts; with use_vllm leave it false")
+        for key, tokens in (("max_completion_length", self.max_completion_length), ("eval.max_new_tokens", self.eval.max_new_tokens)):
+            problem = generation_length_problem(self.model, tokens)  # the model's context, from its config.json where on disk
+            if problem:
+                raise ValueError(f"{key}: {problem}")
 
     @property
     def completions_per_step(self) -> int:

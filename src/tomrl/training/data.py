@@ -16,7 +16,12 @@ data are rebuilt (a crash between the files must not pass for "no validation set
 Evaluation-only data (OpenToM, whose licence and authors ask that it is used for evaluation only)
 is refused in both sets (:func:`tomrl.loaders.registry.refuse_evaluation_only`). The validation set
 must be a dev split, never a test set (:mod:`tomrl.training.split_rule`): the check runs when the
-data are built, and its finding is frozen beside them in ``split_check.json``.
+data are built, and its finding is frozen beside them in ``split_check.json``. It must not be the
+training data either: ``data.validation_files`` that are ``data.train_files`` (the same path, or the
+same bytes) or that ask about a story of the training set are refused.
+
+:func:`check_data` checks the data settings in a moment, without building anything (``tomrl study``
+and ``tomrl demo`` run it for every run before any work starts).
 """
 
 from __future__ import annotations
@@ -27,9 +32,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
-from tomrl.config import ConfigError
+from tomrl.config import ConfigError, load_config
 from tomrl.io import atomic_write_json
+from tomrl.loaders.base import story_keys
 from tomrl.loaders.registry import refuse_evaluation_only
+from tomrl.outputs import same_content, same_path
 from tomrl.schema import Example, ReadReport, read_examples, write_examples
 from tomrl.training.split_rule import SPLIT_CHECK_FILE, check_splits
 
@@ -62,6 +69,8 @@ def prepare_data(cfg, run_dir: str | Path) -> tuple[list[Example], list[Example]
         validation = validation[: cfg.data.max_validation_examples]
     if not train:
         raise ConfigError("the training set is empty: check data.* in the config")
+    if cfg.data.validation_files:
+        refuse_shared_stories(train, validation, cfg.data)
     split_check = check_splits(train, validation, cfg.data, _validation_source(cfg.data), cfg.data.recipe, recipe_tests)
     write_examples(train_path, train)
     if validation:
@@ -88,6 +97,7 @@ def build_data(
     data = cfg.data
     rng = random.Random(cfg.seed)
     skipped = skipped if skipped is not None else []
+    refuse_same_files(data)
 
     def read(paths: Sequence[str]) -> list[Example]:
         return _read_all(paths, data.skip_bad, skipped)
@@ -111,6 +121,65 @@ def build_data(
             validation = read(data.validation_files)
         return train, validation
     raise ConfigError("no training data: set data.train_files, data.recipe or data.generate")
+
+
+def check_data(cfg) -> None:
+    """Check ``cfg.data`` (``cfg``: a TrainConfig) without building anything: the data files exist and validation
+    is not training, the recipe is known, and the generator config of every curriculum stage and of the validation
+    set loads. Raises ConfigError naming the ``data.*`` key."""
+    data = cfg.data
+    for key in ("train_files", "validation_files"):
+        for path in getattr(data, key):
+            if not Path(path).expanduser().is_file():
+                raise ConfigError(f"data.{key}: {path}: file not found")
+    refuse_same_files(data)
+    if data.recipe is not None:
+        from tomrl.loaders.recipes import load_recipe
+
+        try:
+            load_recipe(data.recipe)
+        except (ConfigError, OSError) as error:
+            raise ConfigError(f"data.recipe: {error}") from None
+    if data.generate is not None:
+        from tomrl.generators.config import GenerateConfig
+
+        base = _generator_base(data)
+        keys = [f"data.stages[{index}]" if data.stages else "data.generate_overrides" for index in range(len(data.stages or [[]]))]
+        checks = [(key, _stage_overrides(cfg, index, [])) for index, key in enumerate(keys)]
+        checks.append(("data.validation_overrides", _validation_overrides(cfg, [])))
+        for key, overrides in checks:
+            try:
+                load_config(GenerateConfig, base, overrides)
+            except (ConfigError, ValueError, OSError) as error:
+                raise ConfigError(f"{key} (data.generate {data.generate}): {str(error).splitlines()[0]}") from None
+
+
+def refuse_same_files(data) -> None:
+    """ConfigError when a file of ``data.validation_files`` is one of ``data.train_files``: the same path (resolved)
+    or the same bytes. Validating on the training data would pick best/ on what the model trained on."""
+    for validation_file in data.validation_files:
+        for train_file in data.train_files:
+            how = "the same file as" if same_path(validation_file, train_file) else "a copy of" if same_content(validation_file, train_file) else None
+            if how:
+                raise ConfigError(
+                    f"data.validation_files {validation_file} is {how} data.train_files {train_file}: validation must be held "
+                    "out of the training data; give validation_files of other stories (or none)"
+                )
+
+
+def refuse_shared_stories(train: Sequence[Example], validation: Sequence[Example], data) -> None:
+    """ConfigError when a question of ``data.validation_files`` is about a story of the training set (compared as
+    the split rule compares stories, :func:`tomrl.loaders.base.story_keys`): its validation accuracy would
+    measure memory, and best/ would be picked on training stories."""
+    train_keys = {key for example in train for key in story_keys(example)}
+    shared = [example for example in validation if story_keys(example) & train_keys]
+    if shared:
+        source = "data.train_files" if data.train_files else f"data.recipe {data.recipe}" if data.recipe else f"data.generate {data.generate}"
+        raise ConfigError(
+            f"data.validation_files ({', '.join(data.validation_files)}): {len(shared)} of {len(validation)} questions are about "
+            f"stories of the training data ({source}), the first: id {shared[0].id!r}; validation must be held out of the "
+            "training stories: split by story, not by question"
+        )
 
 
 def _read_all(paths: Sequence[str], skip_bad: bool = False, skipped: list[str] | None = None) -> list[Example]:
@@ -169,29 +238,42 @@ def _examples_of(built, split: str) -> list[Example]:
 
 def _generate(cfg, data_dir: Path, rng: random.Random) -> tuple[list[Example], list[Example]]:
     """Generate each curriculum stage (stories disjoint from earlier stages), then the validation set."""
-    from tomrl.config import load_config
     from tomrl.generators import generate
     from tomrl.generators.config import GenerateConfig
 
     data = cfg.data
-    base = None if data.generate == "default" else data.generate
+    base = _generator_base(data)
     stage_dir = data_dir / "stages"
     stage_files: list[str] = []
     train: list[Example] = []
-    for index, stage_overrides in enumerate(data.stages or [[]]):
-        overrides = [*data.generate_overrides, *stage_overrides]
-        overrides = _with_defaults(overrides, seed=cfg.seed * 1000 + index, splits="{train: 1.0}", exclude=stage_files)
-        gen_cfg = load_config(GenerateConfig, base, overrides)
+    for index in range(len(data.stages or [[]])):
+        gen_cfg = load_config(GenerateConfig, base, _stage_overrides(cfg, index, stage_files))
         stage = [_tag(e, f"stage{index}", "train") for e in generate(gen_cfg)]
         stage = _maybe_shuffle(stage, data.shuffle, rng)
         path = stage_dir / f"stage{index}.jsonl"
         write_examples(path, stage)
         stage_files.append(str(path))
         train.extend(stage)
-    overrides = [*data.generate_overrides, *data.validation_overrides]
-    overrides = _with_defaults(overrides, seed=cfg.seed * 1000 + 999, splits="{validation: 1.0}", exclude=stage_files)
+    overrides = _validation_overrides(cfg, stage_files)
     validation = [_tag(e, "validation", "validation") for e in generate(load_config(GenerateConfig, base, overrides))]
     return train, validation
+
+
+def _generator_base(data) -> str | None:
+    return None if data.generate == "default" else data.generate
+
+
+def _stage_overrides(cfg, index: int, stage_files: list[str]) -> list[str]:
+    """The generator overrides of curriculum stage ``index`` (stories of ``stage_files`` excluded)."""
+    data = cfg.data
+    overrides = [*data.generate_overrides, *(data.stages[index] if data.stages else [])]
+    return _with_defaults(overrides, seed=cfg.seed * 1000 + index, splits="{train: 1.0}", exclude=stage_files)
+
+
+def _validation_overrides(cfg, stage_files: list[str]) -> list[str]:
+    data = cfg.data
+    overrides = [*data.generate_overrides, *data.validation_overrides]
+    return _with_defaults(overrides, seed=cfg.seed * 1000 + 999, splits="{validation: 1.0}", exclude=stage_files)
 
 
 def _with_defaults(overrides: list[str], seed: int, splits: str, exclude: list[str]) -> list[str]:

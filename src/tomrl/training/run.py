@@ -3,6 +3,7 @@
     from tomrl.training.run import train
     summary = train(cfg)                     # cfg: TrainConfig; a new run in cfg.run_dir
     summary = train(cfg, resume=True)        # continue cfg.run_dir from its last checkpoint
+    summary = train(cfg, resume=True, fallback=True)  # ... setting a damaged last checkpoint aside
 
 or ``tomrl train --config configs/train/smoke_cpu.yaml`` / ``tomrl train --resume RUN_DIR``.
 
@@ -24,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from tomrl.config import ConfigError, config_to_dict, save_config
-from tomrl.io import atomic_write_json
-from tomrl.models import model_init_kwargs, resolve_precision
+from tomrl.io import BadInputError, atomic_write_json
+from tomrl.models import check_finite_weights, model_init_kwargs, resolve_precision
 from tomrl.outputs import check_folder, mark_folder
 from tomrl.schema import Example
 from tomrl.training import checkpoints
@@ -58,6 +59,7 @@ class RunSummary:
     zero_stage: int | None = None  # DeepSpeed ZeRO stage (None without DeepSpeed)
     precision: str | None = None  # compute precision the run used (autocast), "auto" resolved
     precision_reason: str | None = None  # why: as configured, or what "auto" found on this machine (its CPU's features)
+    deterministic: str | None = None  # whether torch's deterministic kernels were on, and why (make_torch_deterministic)
 
     def to_dict(self) -> dict:
         # A run that validated on test stories (data.allow_test_validation) says so first.
@@ -65,8 +67,14 @@ class RunSummary:
         return {"warning": warning, **asdict(self)} if warning else asdict(self)
 
 
-def train(cfg: TrainConfig, resume: bool = False, console: Any = None, rewards: list | None = None, callbacks: list | None = None) -> RunSummary:
+def train(
+    cfg: TrainConfig, resume: bool = False, console: Any = None, rewards: list | None = None, callbacks: list | None = None, fallback: bool = False
+) -> RunSummary:
     """Train ``cfg`` into ``cfg.run_dir`` (continuing it when ``resume``).
+
+    A resumed run checks its last checkpoint first (:func:`tomrl.training.checkpoints.checkpoint_problem`);
+    a damaged one stops it with one error, unless ``fallback``, which sets damaged checkpoints aside
+    (renamed, never deleted) and resumes from the latest complete one, or from step 0.
 
     ``rewards`` replaces the reward functions named by ``cfg.rewards`` (tomrl ``Reward`` objects,
     e.g. a research reward not in the registry); by default they come from tomrl.rewards.
@@ -85,10 +93,10 @@ def train(cfg: TrainConfig, resume: bool = False, console: Any = None, rewards: 
         # (every rank would then think it is the main one and take the lock).
         if int(os.environ.get("RANK", "0")) == 0:
             stack.enter_context(locked_folder(cfg.run_dir, "tomrl train"))
-        return _train(cfg, resume, console, rewards, callbacks)
+        return _train(cfg, resume, console, rewards, callbacks, fallback)
 
 
-def _train(cfg: TrainConfig, resume: bool, console: Any, rewards: list | None, callbacks: list | None = None) -> RunSummary:
+def _train(cfg: TrainConfig, resume: bool, console: Any, rewards: list | None, callbacks: list | None = None, fallback: bool = False) -> RunSummary:
     from accelerate import PartialState
 
     from tomrl.training.data import RECIPE_NOTES_FILE, SKIPPED_FILE, prepare_data
@@ -114,7 +122,7 @@ def _train(cfg: TrainConfig, resume: bool, console: Any, rewards: list | None, c
     # in RUN_DIR/data in training order. The main process writes both; the others then read them.
     with state.main_process_first():
         if state.is_main_process:
-            note = _set_up_run_dir(cfg, run_dir, resume)
+            note = _set_up_run_dir(cfg, run_dir, resume, fallback)
             mark_folder(run_dir, "train")
             if note:
                 say(note)
@@ -127,7 +135,11 @@ def _train(cfg: TrainConfig, resume: bool, console: Any, rewards: list | None, c
     cfg = replace(cfg, precision=precision)
     say(why)
     resume_from = checkpoints.latest_checkpoint(run_dir) if resume else None
-    _seed_everything(cfg.seed, state.device.type)
+    if resume_from is not None and 0 < cfg.max_steps <= checkpoints.checkpoint_step(resume_from):
+        # A run stopped after its last checkpoint, before final/: TomrlGRPOTrainer trains no further step.
+        say(f"{resume_from.name} is at max_steps={cfg.max_steps}: writing final/ from it without training")
+    determinism = _seed_everything(cfg.seed, state.device.type, cfg.deterministic)
+    say(determinism)
     split_check = read_split_check(run_dir)
     if split_check and split_check.get("warning"):
         say(split_check["warning"])
@@ -172,6 +184,7 @@ def _train(cfg: TrainConfig, resume: bool, console: Any, rewards: list | None, c
         zero_stage=trainer.accelerator.state.deepspeed_plugin.zero_stage if getattr(trainer, "is_deepspeed_enabled", False) else None,
         precision=cfg.precision,
         precision_reason=why,
+        deterministic=determinism,
     )
     if trainer.accelerator.is_main_process:
         atomic_write_json(run_dir / "summary.json", summary.to_dict())
@@ -254,6 +267,7 @@ def build_trainer(
         rewards=rewards,
         run_dir=run_dir,
     )
+    check_finite_weights(trainer.model, policy)  # NaN/inf weights load silently, then sample garbage or crash
     use_rich_progress(trainer, progress)
     logger.trainer = trainer
     validator.trainer = trainer
@@ -368,7 +382,7 @@ def lora_config(cfg: TrainConfig):
 RUN_ENTRIES = (CONFIG_FILE, "data", "warm_start", checkpoints.CHECKPOINTS, "best", "final", "tensorboard", "summary.json")
 
 
-def _set_up_run_dir(cfg: TrainConfig, run_dir: Path, resume: bool) -> str | None:
+def _set_up_run_dir(cfg: TrainConfig, run_dir: Path, resume: bool, fallback: bool = False) -> str | None:
     """Create the run folder, or prepare it for resuming from its last complete checkpoint.
 
     A new run refuses a folder holding a run that saved a checkpoint or finished; a folder whose
@@ -388,12 +402,37 @@ def _set_up_run_dir(cfg: TrainConfig, run_dir: Path, resume: bool) -> str | None
         raise ConfigError(f"{run_dir}: no {CONFIG_FILE}; is this a tomrl run folder?")
     checkpoints.remove_partial(run_dir / checkpoints.CHECKPOINTS)
     checkpoints.remove_partial(run_dir)
+    note = _check_last_checkpoint(run_dir, fallback)
     latest = checkpoints.latest_checkpoint(run_dir)
     step = checkpoints.checkpoint_step(latest) if latest else 0
     # The steps after the checkpoint are redone; their log rows go, so the logs read as one run.
     checkpoints.truncate_step_logs(run_dir, step)
     save_config(cfg, run_dir / CONFIG_FILE)
-    return None
+    return note
+
+
+def _check_last_checkpoint(run_dir: Path, fallback: bool) -> str | None:
+    """Check the checkpoint a resume starts from, before any model loads. A damaged one is one error
+    saying how to fall back; with ``fallback`` it is set aside (and the one before it checked in turn)."""
+    notes = []
+    while (latest := checkpoints.latest_checkpoint(run_dir)) is not None:
+        problem = checkpoints.checkpoint_problem(latest)
+        if problem is None:
+            break
+        earlier = checkpoints.checkpoint_dirs(run_dir)[:-1]
+        if not fallback:
+            aside = f"set it aside (as {latest.name}{checkpoints.DAMAGED_SUFFIX}, kept)"
+            instead = (
+                f"; to {aside} and resume from {earlier[-1].name}"
+                if earlier
+                else f" and no earlier one is kept (keep_checkpoints=2 keeps one); to {aside} and train again from step 0 (the data, config and warm start stay)"
+            )
+            raise BadInputError(f"{latest}/{problem}; this checkpoint cannot be resumed{instead}: tomrl train --resume {run_dir} --fallback")
+        aside = checkpoints.set_aside(latest)
+        notes.append(f"{latest.name} is damaged ({problem}); set aside as {aside}")
+    if fallback:
+        notes.append(f"resuming from {latest.name}" if latest else "no complete checkpoint left: training again from step 0")
+    return "; ".join(notes) or None
 
 
 def _finished_run(cfg: TrainConfig, run_dir: Path) -> tuple[RunSummary, str] | None:
@@ -422,7 +461,12 @@ def _finished_run(cfg: TrainConfig, run_dir: Path) -> tuple[RunSummary, str] | N
 
 def _run_saved_progress(run_dir: Path) -> bool:
     """Whether the run in ``run_dir`` saved a checkpoint or finished (then only --resume may continue it)."""
-    return checkpoints.latest_checkpoint(run_dir) is not None or (run_dir / "final").exists() or (run_dir / "summary.json").exists()
+    return (
+        checkpoints.latest_checkpoint(run_dir) is not None
+        or bool(checkpoints.damaged_checkpoints(run_dir))  # set aside by --fallback, kept for the user
+        or (run_dir / "final").exists()
+        or (run_dir / "summary.json").exists()
+    )
 
 
 def _clear_run_dir(run_dir: Path) -> None:
@@ -456,15 +500,16 @@ def _create_run_dir(cfg: TrainConfig, run_dir: Path) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _seed_everything(seed: int, device_type: str) -> None:
-    """Seed Python, numpy and torch, and make torch's CPU kernels deterministic: the same seed on the same
-    machine then trains the same weights, idle or loaded (:func:`tomrl.models.make_torch_deterministic`)."""
+def _seed_everything(seed: int, device_type: str, deterministic: bool | None) -> str:
+    """Seed Python, numpy and torch, and make torch's kernels deterministic where configured (by default on
+    CPUs): the same seed on the same machine then trains the same weights, idle or loaded
+    (:func:`tomrl.models.make_torch_deterministic`). Returns that decision and its reason."""
     from transformers import set_seed
 
     from tomrl.models import make_torch_deterministic
 
     set_seed(seed)
-    make_torch_deterministic(device_type)
+    return make_torch_deterministic(device_type, deterministic)
 
 
 def _resolve_policy(cfg: TrainConfig, run_dir: Path, train_examples: list[Example], validation_examples: list[Example], say) -> str:

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from tomrl.io import atomic_write_json
-from tomrl.models import make_torch_deterministic, model_init_kwargs, resolve_precision
+from tomrl.models import check_finite_weights, make_torch_deterministic, model_init_kwargs, resolve_precision
 from tomrl.schema import Example
 
 WARM_START = "warm_start"
@@ -115,7 +115,7 @@ def fine_tune(
     # "auto" decided here too (tomrl train has decided it already; tomrl study's shared warm start has not),
     # from the hardware alone; the same seed then gives the same weights (make_torch_deterministic).
     precision, precision_reason = resolve_precision(cfg.precision, state.device.type)
-    make_torch_deterministic(state.device.type)
+    determinism = make_torch_deterministic(state.device.type, cfg.deterministic)
     args = SFTConfig(
         output_dir=str(folder / "checkpoints"),
         num_train_epochs=settings.epochs,
@@ -142,6 +142,7 @@ def fine_tune(
     )
     # TRL's SFTTrainer, with each micro-batch's shared system prompt run once (same loss and gradient).
     trainer = shared_prefix_sft_trainer()(model=model, args=args, train_dataset=Dataset.from_list(list(rows)), processing_class=tokenizer, callbacks=list(callbacks))
+    check_finite_weights(trainer.model, str(model) if isinstance(model, (str, Path)) else "the warm start's model")
     progress = RichProgress(enabled=cfg.progress, description=description)
     use_rich_progress(trainer, progress)
     try:
@@ -171,6 +172,7 @@ def fine_tune(
                 # Besides the rows and the seed, the bytes of the weights depend on these (and the machine).
                 "precision": precision,
                 "precision_reason": precision_reason,
+                "deterministic": determinism,
                 "torch_threads": torch.get_num_threads(),
             },
         )

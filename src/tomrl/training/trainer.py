@@ -21,13 +21,18 @@ only what tomrl needs (each override says why):
 - ``_get_per_token_logps_and_entropies`` and ``_prepare_inputs``: with ``share_prompt_forward``,
   each distinct prompt of a micro-batch runs through the model once for all its rollouts
   (:mod:`tomrl.training.shared_prompt`), and TRL's row shuffle keeps a prompt's rollouts together.
-- ``_save_checkpoint``: checkpoints are written to a ``.partial`` folder and renamed into place.
+- ``_save_checkpoint``: checkpoints are written to a ``.partial`` folder and renamed into place; a
+  write that fills the disk removes its partial folder and says so as an ``OSError`` (ENOSPC) naming
+  the checkpoint (torch's writer reports it only as "iostream error").
+- ``_run_epoch``: a run resumed from a checkpoint at ``max_steps`` trains no further step
+  (transformers would train one past it before checking).
 
 Built by :func:`tomrl.training.run.build_trainer`; run with ``tomrl train --config FILE``.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections import defaultdict
 from pathlib import Path
@@ -42,7 +47,7 @@ from tomrl.generation.base import cut_completion
 from tomrl.io import PARTIAL_SUFFIX, publish_folder
 from tomrl.training.advantages import AdvantageInputs, approx_kl
 from tomrl.training.algorithms import ALGORITHMS
-from tomrl.training.checkpoints import keep_latest_checkpoints
+from tomrl.training.checkpoints import disk_full, keep_latest_checkpoints
 
 ANSWER_STOP = "</answer>"
 
@@ -364,7 +369,15 @@ class TomrlGRPOTrainer(GRPOTrainer):
         finally:
             self.beta = beta
 
-    # ------------------------------------------------------------------ checkpoints
+    # ------------------------------------------------------------------ resuming and checkpoints
+
+    def _run_epoch(self, *args: Any, **kwargs: Any):
+        # transformers checks max_steps after each step, so a run resumed from its checkpoint at
+        # max_steps (killed before writing final/) would train step max_steps + 1 first.
+        if self.state.global_step >= self.state.max_steps > 0:
+            self.control.should_training_stop = True
+            return None
+        return super()._run_epoch(*args, **kwargs)
 
     def _get_output_dir(self, trial) -> str:
         if self._checkpoint_staging is not None:
@@ -379,14 +392,22 @@ class TomrlGRPOTrainer(GRPOTrainer):
             shutil.rmtree(staging_root, ignore_errors=True)
         self.accelerator.wait_for_everyone()
         self._checkpoint_staging = staging_root
+        name = f"checkpoint-{self.state.global_step}"
         try:
             super()._save_checkpoint(model, trial)
+        except Exception as err:
+            full = disk_full(err, staging_root)
+            if self.accelerator.is_main_process:
+                shutil.rmtree(staging_root, ignore_errors=True)  # the space it took; --resume would remove it anyway
+            if full:
+                raise OSError(full, os.strerror(full), str(final_root / name)) from err
+            raise
         finally:
             self._checkpoint_staging = None
         self.accelerator.wait_for_everyone()
         if self.accelerator.is_main_process:
-            name = f"checkpoint-{self.state.global_step}"
             publish_folder(staging_root / name, final_root / name)
             shutil.rmtree(staging_root, ignore_errors=True)
-            keep_latest_checkpoints(self.run_dir, keep=1)
+            keep_latest_checkpoints(self.run_dir, self.train_config.keep_checkpoints)
         self.accelerator.wait_for_everyone()
+

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from tomrl.config import ConfigError, describe_text, load_config
+from tomrl.outputs import check_folder, check_outputs, mark_folder
 from tomrl.training.algorithms import ALGORITHMS
 
 ABILITY = "theory_of_mind"
@@ -59,6 +60,9 @@ def run(args: argparse.Namespace) -> int:
     from tomrl.training.config import TrainConfig
 
     cfg = load_config(TrainConfig, args.config, args.overrides)
+    out = check_folder(args.out, "export-verl", key="--out")  # never a train run, an eval, a demo …
+    check_outputs({"--out": out}, inputs={"--config": args.config, "data.train_files": cfg.data.train_files,
+                                          "data.validation_files": cfg.data.validation_files})
     written = export_verl(cfg, args.out, prompt_format=args.prompt_format, tokenizer=args.tokenizer, gpus=args.gpus)
     for name, count in written.items():
         print(f"{name}: {count} rows" if isinstance(count, int) else f"{name}: {count}")
@@ -72,7 +76,7 @@ def export_verl(cfg, out_dir: str | Path, prompt_format: str = "messages", token
     from tomrl.training.data import prepare_data
 
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    mark_folder(out, "export-verl")
     train, validation = prepare_data(cfg, out)
     if prompt_format == "rendered":
         from tomrl.models import load_tokenizer
