@@ -318,6 +318,8 @@ def model_reference_problem(name_or_path: str, trust_remote_code: bool = False) 
         if not path.is_dir():
             return f"{name} is a file; give the model's folder (with config.json and *.safetensors)"
         if not (path / "config.json").is_file():
+            if (path / ADAPTER_CONFIG).is_file():  # a LoRA run's final/ (tomrl train lora.enabled=true)
+                return _adapter_folder_problem(name, path, trust_remote_code)
             return f"{name} has no config.json: not a model folder (a checkpoint folder holds config.json and *.safetensors)"
         return _model_folder_problem(name, path, trust_remote_code)
     looks_local = name.startswith(("/", "./", "../", "~")) or name.count("/") > 1 or Path(name.split("/")[0]).is_dir()
@@ -351,6 +353,38 @@ def _model_folder_problem(name: str, path: Path, trust_remote_code: bool, tokeni
             f"{name} has no tokenizer (none of {', '.join(TOKENIZER_VOCABULARY_FILES[:4])}): copy the tokenizer files of the "
             "model it was trained from into it (tokenizer.save_pretrained(folder))"
         )
+    return None
+
+
+ADAPTER_CONFIG = "adapter_config.json"  # a PEFT adapter folder; transformers loads its base and attaches it
+
+
+def _adapter_folder_problem(name: str, path: Path, trust_remote_code: bool) -> str | None:
+    """What keeps the PEFT adapter folder ``path`` from loading as its base model plus the adapter, or None:
+    adapter_config.json names a base model that passes :func:`model_reference_problem`, the adapter's
+    weights are complete safetensors, and a tokenizer is in the folder or in its base."""
+    try:
+        config = json.loads((path / ADAPTER_CONFIG).read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError, OSError) as err:
+        return f"{name}/{ADAPTER_CONFIG} cannot be read ({str(err).splitlines()[0]})"
+    base = config.get("base_model_name_or_path") if isinstance(config, dict) else None
+    if not isinstance(base, str) or not base.strip():
+        return f"{name}/{ADAPTER_CONFIG}: field 'base_model_name_or_path': expected the base model's name or folder"
+    weights = path / "adapter_model.safetensors"
+    if not weights.is_file():
+        pickled = (path / "adapter_model.bin").is_file()
+        return (f"{name} holds a pickled adapter (adapter_model.bin), which tomrl never loads; convert it to safetensors" if pickled
+                else f"{name} has no adapter weights (adapter_model.safetensors)")
+    problem = safetensors_problem(weights)
+    if problem:
+        return f"{weights}: {problem}"
+    problem = model_reference_problem(base, trust_remote_code)
+    if problem:
+        return f"{name} is an adapter of {base}, which cannot load: {problem}"
+    base_folder = Path(resolve_model(base, prepare_if_missing=False)) if base in EMBEDDED_MODELS and is_prepared(base) else Path(base).expanduser()
+    if not any((folder / file).is_file() for folder in (path, base_folder) for file in TOKENIZER_VOCABULARY_FILES):
+        if base_folder.is_dir():  # a hub id's tokenizer cannot be checked offline
+            return f"{name} has no tokenizer, nor has its base {base}: save the tokenizer into the adapter folder"
     return None
 
 

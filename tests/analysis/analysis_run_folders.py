@@ -140,6 +140,28 @@ def sample_row(benchmark: str, example: Example, output: str) -> dict:
     }
 
 
+def write_task_evaluation(folder: Path, questions: dict[str, list[Example]], right: dict[str, Callable[[int], bool]],
+                          keep_source: bool = False) -> None:
+    """An evaluation folder as tomrl eval writes it, one benchmark per task: the i-th question of a task answered
+    right where ``right[task](i)``; rows scored by the shared checker, results.json by its summariser.
+    ``keep_source``: each row keeps its question's source (the study report reads it)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rows, benchmarks = [], {}
+    for benchmark, examples in questions.items():
+        task_rows = []
+        for index, example in enumerate(examples):
+            row = sample_row(benchmark, example, completion_for(example, right[benchmark](index), True))
+            if keep_source:
+                row["source"] = example.source
+            task_rows.append(row)
+        benchmarks[benchmark] = {"title": benchmark, "n_selected": len(task_rows), "n_answered": len(task_rows),
+                                 "complete": True, **summarize_benchmark(task_rows, ("order", "question_type"))}
+        rows += task_rows
+    (folder / "results.json").write_text(json.dumps({"model": str(folder), "seed": 0, "benchmarks": benchmarks,
+                                                     "config": {"heldout_n": 0, "heldout_seed": 0, "data_paths": {}}}))
+    (folder / "samples.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+
+
 def write_evaluation(
     folder: Path,
     model: str,

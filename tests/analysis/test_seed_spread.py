@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
-from analysis_run_folders import completion_for, hitom_examples, sample_row, write_evaluation, write_training_run
+from analysis_run_folders import hitom_examples, write_evaluation, write_task_evaluation, write_training_run
 
 from tomrl.analysis.comparison import EvalSet, TrainingSeeds, compare, to_markdown
 from tomrl.analysis.report import default_options, write_report
@@ -32,7 +32,6 @@ from tomrl.analysis.significance import ONE_TRAINING_SEED, SeedEffects, training
 from tomrl.analysis.study_report import arm_comparisons, read_study, write_study_report
 from tomrl.cli import main
 from tomrl.config import save_config
-from tomrl.evaluation.results import summarize_benchmark
 from tomrl.generators import generate
 from tomrl.generators.config import GenerateConfig
 from tomrl.training.config import TrainConfig
@@ -249,17 +248,7 @@ def test_comparison_per_training_seed():
 
 
 def _write_eval(folder: Path, questions: dict[str, list], right: dict[str, Callable[[int], bool]]) -> None:
-    """An evaluation folder as tomrl eval writes it: rows scored by the shared checker, results.json by its summariser."""
-    folder.mkdir(parents=True, exist_ok=True)
-    rows, benchmarks = [], {}
-    for benchmark, examples in questions.items():
-        task_rows = [sample_row(benchmark, e, completion_for(e, right[benchmark](i), True)) for i, e in enumerate(examples)]
-        benchmarks[benchmark] = {"title": benchmark, "n_selected": len(task_rows), "n_answered": len(task_rows),
-                                 "complete": True, **summarize_benchmark(task_rows, ("order", "question_type"))}
-        rows += task_rows
-    (folder / "results.json").write_text(json.dumps({"model": str(folder), "seed": 0, "benchmarks": benchmarks,
-                                                     "config": {"heldout_n": 0, "heldout_seed": 0, "data_paths": {}}}))
-    (folder / "samples.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    write_task_evaluation(folder, questions, right)
 
 
 HIGH, LOW, MID, HALF, BASE_RATE = (lambda i: i % 5 < 4), (lambda i: i % 5 < 2), (lambda i: i % 5 < 3), (lambda i: i % 2 == 0), \

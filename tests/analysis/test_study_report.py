@@ -42,25 +42,9 @@ def _share(pattern: str):
 
 
 def _write_eval(folder: Path, tasks: dict[str, list], patterns: dict[str, str]) -> None:
-    from analysis_run_folders import completion_for, sample_row
+    from analysis_run_folders import write_task_evaluation
 
-    from tomrl.evaluation.results import summarize_benchmark
-
-    folder.mkdir(parents=True, exist_ok=True)
-    rows, benchmarks = [], {}
-    for benchmark, examples in tasks.items():
-        right = _share(patterns[benchmark])
-        task_rows = []
-        for index, example in enumerate(examples):
-            row = sample_row(benchmark, example, completion_for(example, right(index), True))
-            row["source"] = example.source
-            task_rows.append(row)
-        benchmarks[benchmark] = {"title": benchmark, "n_selected": len(task_rows), "n_answered": len(task_rows),
-                                 "complete": True, **summarize_benchmark(task_rows, ("order", "question_type"))}
-        rows += task_rows
-    (folder / "results.json").write_text(json.dumps({"model": str(folder), "seed": 0, "benchmarks": benchmarks,
-                                                     "config": {"heldout_n": 0, "heldout_seed": 0, "data_paths": {}}}))
-    (folder / "samples.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    write_task_evaluation(folder, tasks, {task: _share(patterns[task]) for task in tasks}, keep_source=True)
 
 
 def _write_metrics(path: Path, arm: str, seed: int) -> None:

@@ -23,6 +23,7 @@ from reliability_helpers import REPO_ROOT, cli_env, one_error, run_cli
 from tomrl.cli import main
 from tomrl.config import ConfigError, load_config
 from tomrl.io import BadInputError
+from tomrl.training.config import TrainConfig
 
 SMOKE = str(REPO_ROOT / "configs" / "train" / "smoke_cpu.yaml")
 EVAL = ["--benchmark", "tomrl-hitom-order0", "--limit", "1", "heldout_n=2", "max_new_tokens=4"]
@@ -265,7 +266,73 @@ def test_demo_eval_max_new_tokens_beyond_the_context_writes_nothing(tiny, tmp_pa
 
 @pytest.mark.parametrize("override", ["max_completion_length=1000000000000", "eval.max_new_tokens=1000000000000"])
 def test_train_generation_lengths_beyond_the_context_fail_in_the_config(tiny, override):
-    from tomrl.training.config import TrainConfig
 
     with pytest.raises(ConfigError, match="1000000000000 new tokens cannot fit"):
         load_config(TrainConfig, SMOKE, [f"model={tiny}", override])
+
+
+# --------------------------------------------------------------------------- a LoRA run's final/: base + adapter
+
+
+@pytest.fixture(scope="module")
+def lora_final(tmp_path_factory, tiny) -> Path:
+    """The final/ of a 1-step LoRA run of the tiny model: adapter_config.json + adapter_model.safetensors + tokenizer."""
+    from tomrl.training.run import train
+
+    run_dir = tmp_path_factory.mktemp("lora") / "run"
+    cfg = load_config(TrainConfig, SMOKE, [
+        f"model={tiny}", f"run_dir={run_dir}", "lora.enabled=true", "lora.rank=4", "max_steps=1", "eval.every_steps=0",
+        "progress=false", "rollouts_per_prompt=2", "max_completion_length=8", "learning_rate=1e-2"])
+    train(cfg)
+    final = run_dir / "final"
+    assert (final / "adapter_config.json").is_file() and not (final / "config.json").exists()
+    # The tiny model's rewards are all equal, so one step leaves LoRA's B matrices at their zero start:
+    # give them values, so that an adapter that is attached changes the logits.
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    tensors = load_file(final / "adapter_model.safetensors")
+    generator = torch.Generator().manual_seed(0)
+    save_file({k: torch.randn(t.shape, generator=generator) * 0.5 if "lora_B" in k else t for k, t in tensors.items()},
+              final / "adapter_model.safetensors")
+    return final
+
+
+def test_eval_scores_a_lora_runs_final_folder(lora_final, tiny, questions, tmp_path, capsys):
+    """tomrl's own LoRA output is a model: base + adapter, loaded by transformers, evaluated like any other."""
+    import torch
+
+    from tomrl.models import load_model, model_reference_problem
+
+    assert model_reference_problem(str(lora_final)) is None
+    ids = torch.tensor([[1, 2, 3, 4]])
+    with torch.no_grad():
+        adapted, base = load_model(str(lora_final))(ids).logits, load_model(str(tiny))(ids).logits
+    assert not torch.equal(adapted, base)  # the adapter is attached, not dropped
+    out = tmp_path / "eval"
+    assert main(["eval", "--model", str(lora_final), "--benchmark", str(questions), "--limit", "2", "--greedy",
+                 "max_new_tokens=4", "--out", str(out)]) == 0, capsys.readouterr().err
+    assert json.loads((out / "results.json").read_text())["model"] == str(lora_final)
+
+
+@pytest.mark.parametrize("damage, message", [
+    ("base", "is an adapter of /nowhere/base, which cannot load: /nowhere/base: no such folder"),
+    ("weights", "has no adapter weights (adapter_model.safetensors)"),
+    ("pickled", "holds a pickled adapter (adapter_model.bin)"),
+    ("config", "field 'base_model_name_or_path'"),
+])
+def test_a_broken_adapter_folder_is_one_error_line(lora_final, questions, tmp_path, capsys, damage, message):
+    folder = tmp_path / "final"
+    shutil.copytree(lora_final, folder)
+    config = json.loads((folder / "adapter_config.json").read_text())
+    if damage == "base":
+        config["base_model_name_or_path"] = "/nowhere/base"
+    elif damage == "config":
+        config.pop("base_model_name_or_path")
+    elif damage in ("weights", "pickled"):
+        (folder / "adapter_model.safetensors").rename(folder / ("adapter_model.bin" if damage == "pickled" else "gone"))
+    (folder / "adapter_config.json").write_text(json.dumps(config))
+    out = tmp_path / "eval"
+    assert main(["eval", "--model", str(folder), "--benchmark", str(questions), "--limit", "1", "--out", str(out)]) == 2
+    assert message in one_error(capsys.readouterr().err)
+    assert not out.exists()

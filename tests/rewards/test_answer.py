@@ -194,7 +194,9 @@ def test_megabyte_and_adversarial_inputs_finish():
 )
 def test_list_questions_are_scored_as_sets_under_every_scheme(scheme, answer, correct):
     completion = f"reasoning</think><answer>{answer}</answer>"
-    check = check_answer(completion, "Alice, Bob", scheme, question_type="answerability:list")
+    # Carol is the unaware character: paper_eval (FANToM's evaluate_list_q) fails an answer naming her only
+    # when told so; the set schemes fail it as a name outside the gold (tests/rewards/test_fantom_official_rule.py).
+    check = check_answer(completion, "Alice, Bob", scheme, question_type="answerability:list", unaware=["Carol"])
     assert check.format_ok and check.correct is correct
     # Without the question type the same answers are text: only the gold's own order is right.
     assert check_answer(completion, "Alice, Bob", scheme).correct is (answer in ("Alice, Bob",) or (scheme.startswith("paper") and answer == "Alice, Bob"))

@@ -60,6 +60,7 @@ from tomrl.evaluation.results import (
 )
 from tomrl.io import JsonlAppender, atomic_write_json, atomic_write_text, iter_jsonl
 from tomrl.prompts import check_prompts
+from tomrl.rewards.answer import unaware_names
 from tomrl.schema import Example
 
 TIMING_EVERY_S = 20.0  # write a timing segment at least this often while generating
@@ -93,15 +94,17 @@ def answer_stop(cfg: EvalConfig) -> tuple[str, ...]:
 
 
 def score(
-    completion_text: str, gold: str, prefill: str, schemes: Sequence[str] = DEFAULT_SCHEMES, question_type: str | None = None
+    completion_text: str, gold: str, prefill: str, schemes: Sequence[str] = DEFAULT_SCHEMES, question_type: str | None = None,
+    unaware: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Each scheme's check of one completion, through the one answer checker (fields prefixed per SCHEME_FIELDS);
-    ``question_type`` picks the answer kind (FANToM's ``…:list`` questions are sets of names, GSM8K's numbers)."""
+    ``question_type`` picks the answer kind (FANToM's ``…:list`` questions are sets of names, GSM8K's numbers);
+    ``unaware``: a list question's unaware characters (``paper_eval`` applies FANToM's own rule with them)."""
     from tomrl.rewards.answer import check_answer
 
     row: dict[str, Any] = {}
     for scheme in schemes:
-        check = check_answer(completion_text, gold, scheme=scheme, prefill=prefill, question_type=question_type)
+        check = check_answer(completion_text, gold, scheme=scheme, prefill=prefill, question_type=question_type, unaware=unaware)
         prefix = SCHEME_FIELDS[scheme][0]
         row.update({f"{prefix}{name}": getattr(check, name) for name in ("extracted", "correct", "format_ok", "reason")})
     return row
@@ -127,7 +130,7 @@ def _sample_row(benchmark: Benchmark, example: Example, style: str, prefill: str
         "prompt_tokens": completion.prompt_tokens,
         "finish_reason": completion.finish_reason,
     }
-    row.update(score(completion.text, example.answer, prefill, benchmark.schemes, example.question_type))
+    row.update(score(completion.text, example.answer, prefill, benchmark.schemes, example.question_type, unaware_names(example.meta)))
     return row
 
 

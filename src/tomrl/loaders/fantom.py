@@ -24,8 +24,11 @@ question_type                          question                                 
 ``info_accessibility:binary``          the same + yes/no                                  1
 =====================================  =================================================  =======
 
-List answers are the aware characters joined by ", " (``meta["answer_list"]`` /
-``meta["wrong_answer_list"]`` keep both lists). Binary questions answered ``no:long`` (the
+List answers are the aware characters joined by ", " ("none" for nobody; ``meta["answer_list"]`` /
+``meta["wrong_answer_list"]`` keep the aware and unaware lists, FANToM's ``correct_answer`` and
+``wrong_answer``). ``paper_eval`` scores them with the official ``evaluate_list_q``, which needs the
+unaware list (``check_answer(..., unaware=example.meta["wrong_answer_list"])``); ``strict`` compares
+sets of names (:mod:`tomrl.rewards.answer`). Binary questions answered ``no:long`` (the
 information appears only in the full conversation) are dropped with ``context=short``, as the
 official evaluation drops them. The README asks that FANToM be used for evaluation only; Paper B
 trained on its binary belief questions anyway, so recipes allow it (the card records the request).
@@ -65,6 +68,10 @@ CARD = DatasetCard(
     notes=(
         "story = short_context (context=short, default) or full_context; story_id = the conversation (first field of set_id).",
         "Binary questions' 'no:long' answers become 'no' with meta['no_long'] = true; they are dropped with context=short.",
+        "List questions: answer = the aware characters joined by ', ' ('none' for nobody); meta['answer_list'] and "
+        "meta['wrong_answer_list'] keep the aware and unaware names. Scoring (docs/rewards.md): paper_eval applies the "
+        "official evaluate_list_q (every aware name a case-insensitive substring of the answer, no unaware name: pass "
+        "meta['wrong_answer_list'] as unaware=); strict compares sets of names, which is stricter.",
     ),
 )
 

@@ -22,11 +22,25 @@ format rules, extraction and normalisation, Paper A's quirks included.
 Answer kinds, read from the question type (pass ``question_type=`` where it is known; training rows
 and evaluation samples carry it), change only how an extracted answer is compared:
 
-- ``set`` (question types ending in ``:list``, FANToM's list questions): the answer is a set of
-  names, order-insensitive, as FANToM's own scorer counts it (every aware character named, no
-  unaware one): "Bob and Alice" is right for gold "Alice, Bob". The items (split at commas,
-  semicolons, "and", "&", new lines) must equal the gold's after the scheme's normalisation; "none",
-  "nobody", "no one" are the empty set. The suffix match of the paper schemes does not apply.
+- ``set`` (question types ending in ``:list``, FANToM's list questions; the gold is the aware
+  characters joined by ", ", or "none"). ``paper_eval`` scores them exactly as FANToM's own scorer
+  does (``eval_fantom.py``, ``evaluate_list_q``, github.com/skywalker023/fantom @ ebd35eb): right
+  when every aware name, lower-cased, is a substring of the lower-cased answer (the last answer
+  tag's text, as ``paper_eval`` reads it; an empty tag counts, no tag is no answer) and no unaware
+  name is; any other words are ignored. The unaware names come from ``unaware=`` (the loader keeps
+  them in ``meta["wrong_answer_list"]``); a caller that leaves it out gets only the first half checked.
+  ``strict``, ``paper`` and ``paper_b`` are stricter: the answer is a set of names, order-insensitive
+  ("Bob and Alice" is right for gold "Alice, Bob"), whose items (split at commas, semicolons,
+  "and", "&", "/", new lines) must equal the gold's after the scheme's normalisation; "none",
+  "nobody", "no one" are the empty set. So a word that is not a name ("Alice and Bob know it",
+  "- Alice", "Alice Smith", "Nobody knows", "Alice, maybe Bob"), or a name that is not an aware
+  character (whether or not it is a listed unaware one), makes the answer wrong under them, and a
+  name hidden in another word ("Tom" in "tomorrow") never counts. Why: substring scoring rewards
+  hedging (an answer naming everyone passes whenever the unaware list is empty) and cannot tell a
+  name from a word containing it; the reward trained on must not pay for either. The same blindness
+  gives the one case where strict accepts what FANToM rejects: an unaware name inside an answered
+  name (unaware "Al", answer "Alice"). tests/rewards/test_fantom_official_rule.py replays the official
+  rule on a casebook. The suffix match of the paper schemes does not apply.
 - ``number`` (question type ``math``: GSM8K): the answer is read from the last ``\\boxed{…}``
   (Qwen's and Paper A's math format) if the completion has one, else from the scheme's answer
   tag, and compared as a number (``$1,024.00`` equals ``1024``). ``paper_eval``, the lenient
@@ -40,9 +54,11 @@ surrogates) gives an answer and never raises.
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 Scheme = Literal["strict", "paper", "paper_eval", "paper_b"]
 SCHEMES: tuple[str, ...] = get_args(Scheme)
@@ -174,12 +190,17 @@ def last_boxed(text: str | None) -> str | None:
     return None
 
 
-def answers_match(predicted: str | None, gold: str, scheme: Scheme = "strict", question_type: str | None = None) -> bool:
+def answers_match(
+    predicted: str | None, gold: str, scheme: Scheme = "strict", question_type: str | None = None, unaware: Sequence[str] = ()
+) -> bool:
     """Does an extracted answer match the gold under ``scheme``'s normaliser and matcher (and the
-    question type's answer kind: a set of names, a number, or text)?"""
+    question type's answer kind: a set of names, a number, or text)? ``unaware``: the names a list
+    answer must not contain (FANToM's ``wrong_answer``), read only by ``paper_eval`` (see the module docstring)."""
+    kind = answer_kind(question_type)
+    if kind == "set" and scheme == "paper_eval":
+        return predicted is not None and fantom_list_check(predicted, list_names(gold), unaware)[0]
     if predicted is None or not predicted.strip():
         return False
-    kind = answer_kind(question_type)
     if kind == "set":
         return answer_items(predicted, scheme) == answer_items(gold, scheme)
     if kind == "number":
@@ -191,6 +212,49 @@ def answers_match(predicted: str | None, gold: str, scheme: Scheme = "strict", q
         return paper_suffix_match(norm_pred, norm_gold)
     norm_pred = normalize(predicted, "strict")
     return bool(norm_pred) and norm_pred == normalize(gold, "strict")
+
+
+def unaware_names(meta: Any) -> tuple[str, ...]:
+    """A list question's unaware characters from an example's ``meta`` (a dict, or the JSON string the
+    training rows carry): the FANToM loader's ``wrong_answer_list``; () for any other question or shape.
+    Every caller of :func:`check_answer` passes them, so the reward, validation and evaluation agree."""
+    if isinstance(meta, str):
+        try:
+            meta = json.loads(meta)
+        except ValueError:
+            return ()
+    names = meta.get("wrong_answer_list") if isinstance(meta, dict) else None
+    if isinstance(names, str):
+        return (names,)
+    return tuple(name for name in names if isinstance(name, str)) if isinstance(names, (list, tuple)) else ()
+
+
+def list_names(gold: str) -> list[str]:
+    """The aware characters of a list question's gold, as the FANToM loader wrote it (names joined by
+    ", "; "none" for nobody), in order and unnormalised: FANToM's ``qa["correct_answer"]``."""
+    gold = _as_text(gold)
+    if gold.strip().lower() in _EMPTY_LIST:
+        return []
+    return [name.strip() for name in gold.split(",") if name.strip()]
+
+
+def fantom_list_check(response: str, aware: Sequence[str], unaware: Sequence[str] = ()) -> tuple[bool, list[str], list[str]]:
+    """FANToM's ``evaluate_list_q`` (``eval_fantom.py`` at github.com/skywalker023/fantom @ ebd35eb),
+    rule for rule: right when every aware name, lower-cased, is a substring of the lower-cased
+    response and no unaware name is. Returns ``(correct, aware names not found, unaware names found)``
+    (FANToM stops at the first of each; the lists only feed the reason, the verdict is the same)."""
+    response = _as_text(response).lower()
+    aware, unaware = _name_list(aware), _name_list(unaware)
+    missing = [name for name in aware if name.lower() not in response]
+    included = [name for name in unaware if name.lower() in response]
+    return not (missing or included), missing, included
+
+
+def _name_list(names: object) -> list[str]:
+    """A list of names from what a caller passed: a lone string is one name (not its letters), None or a non-list none."""
+    if isinstance(names, str):
+        return [names]
+    return [_as_text(name) for name in names] if isinstance(names, (list, tuple, set, frozenset)) else []
 
 
 def paper_suffix_match(norm_pred: str, norm_gold: str) -> bool:
@@ -307,10 +371,17 @@ def extract_answer(completion: str, scheme: Scheme = "strict", prefill: str = DE
 
 
 def check_answer(
-    completion: str, gold: str, scheme: Scheme = "strict", prefill: str = DEFAULT_PREFILL, question_type: str | None = None
+    completion: str,
+    gold: str,
+    scheme: Scheme = "strict",
+    prefill: str = DEFAULT_PREFILL,
+    question_type: str | None = None,
+    unaware: Sequence[str] = (),
 ) -> AnswerCheck:
     """Check one completion against its gold answer under ``scheme`` (see the module docstring);
-    ``question_type`` selects the answer kind (:func:`answer_kind`)."""
+    ``question_type`` selects the answer kind (:func:`answer_kind`); ``unaware``: a list question's
+    unaware characters (FANToM's ``wrong_answer``, the loader's ``meta["wrong_answer_list"]``), which
+    ``paper_eval`` needs to score it as FANToM does (the other schemes' set equality does not)."""
     if scheme not in SCHEMES:
         raise ValueError(f"unknown answer scheme {scheme!r}; known: {', '.join(SCHEMES)}")
     gold = _as_text(gold)
@@ -326,6 +397,8 @@ def check_answer(
         answer = last_answer_tag(completion)
         if answer is None:
             return AnswerCheck(False, None, False, "no <answer>…</answer> tag")
+        if answer_kind(question_type) == "set":
+            return _check_fantom_list(answer, gold, unaware)
         correct = answers_match(answer, gold, "paper_eval", question_type)
         return AnswerCheck(True, answer, correct, _verdict(answer, gold, correct, "paper_eval", question_type))
     format_ok, format_reason = paper_format_ok(completion, prefill)
@@ -341,6 +414,16 @@ def check_answer(
     correct = answers_match(answer, gold, "strict", question_type)
     reason = _verdict(answer, gold, correct, "strict", question_type) if answer else "no answer"
     return AnswerCheck(format_ok, answer, correct, f"{format_reason}; {reason}")
+
+
+def _check_fantom_list(answer: str, gold: str, unaware: Sequence[str]) -> AnswerCheck:
+    """``paper_eval`` on a list question: FANToM's ``evaluate_list_q`` on the last answer tag's text
+    (an empty tag included: with no aware character it is right, as FANToM counts an empty response)."""
+    correct, missing, included = fantom_list_check(answer, list_names(gold), unaware)
+    if correct:
+        return AnswerCheck(True, answer, True, "correct (every aware name appears, no unaware one: FANToM's evaluate_list_q)")
+    return AnswerCheck(True, answer, False, f"wrong: aware names not found: {_clip(', '.join(missing)) or 'none'}; "
+                                            f"unaware names present: {_clip(', '.join(included)) or 'none'}")
 
 
 def _check_number(completion: str, gold: str, scheme: Scheme, prefill: str) -> AnswerCheck:

@@ -29,7 +29,7 @@ from functools import partial
 from typing import Any, Callable
 
 from tomrl.config import ConfigError, config_from_dict, describe
-from tomrl.rewards.answer import DEFAULT_PREFILL, AnswerCheck, Scheme, check_answer
+from tomrl.rewards.answer import DEFAULT_PREFILL, AnswerCheck, Scheme, check_answer, unaware_names
 from tomrl.rewards.base import Reward, RewardResult, completion_text
 from tomrl.rewards.fidelity import FidelityOptions, FidelityReward
 
@@ -64,7 +64,9 @@ class AnswerReward(Reward):
     def score(self, completion: Any, answer: Any = None, prefill: str | None = None, question_type: str | None = None, **columns: Any) -> RewardResult:
         prefill = self.prefill if prefill is None else prefill
         gold = "" if answer is None else str(answer)
-        check = check_answer(completion_text(completion), gold, self.scheme, prefill=prefill, question_type=question_type)
+        # The training rows carry meta as JSON (tomrl.training.run.dataset_row): FANToM list questions' unaware names.
+        check = check_answer(completion_text(completion), gold, self.scheme, prefill=prefill, question_type=question_type,
+                             unaware=unaware_names(columns.get("meta")))
         components = self.rule(check)
         return RewardResult(reward=self.name, score=float(sum(components.values())), format_ok=check.format_ok, correct=check.correct,
                             extracted=check.extracted, components=components, reason=check.reason)

@@ -194,12 +194,13 @@ def _run_supervised(arm: str, cfg: TrainConfig, study: StudyConfig, budget: Budg
 def keep_correct(stories: Sequence[Example], prompts: Sequence[str], completions: Sequence[Any], prefill: str, scheme: str) -> tuple[list[dict], list[dict]]:
     """``(kept rows, every sample)``: each completion (``.index`` into ``stories``) checked by the shared
     answer checker; a prompt-completion row is kept exactly when ``check_answer`` says correct."""
-    from tomrl.rewards.answer import check_answer
+    from tomrl.rewards.answer import check_answer, unaware_names
 
     kept, samples = [], []
     for completion in completions:
         story = stories[completion.index]
-        check = check_answer(completion.text, story.answer, scheme=scheme, prefill=prefill, question_type=story.question_type)
+        check = check_answer(completion.text, story.answer, scheme=scheme, prefill=prefill, question_type=story.question_type,
+                             unaware=unaware_names(story.meta))
         samples.append({"id": story.id, "order": story.order, "gold": story.answer, "completion": completion.text,
                         "tokens": completion.tokens, "correct": check.correct, "format_ok": check.format_ok,
                         "extracted": check.extracted, "reason": check.reason})

@@ -26,7 +26,7 @@ from typing import Any, Sequence
 
 from tomrl.generation.base import Sampling, cut_completion, eos_token_ids, generate_sampling_kwargs, left_padded, request_seed
 from tomrl.generation.slots import SlotGenerator, SlotModel, slot_path_supported
-from tomrl.rewards.answer import check_answer
+from tomrl.rewards.answer import check_answer, unaware_names
 from tomrl.schema import Example
 from tomrl.stats import Accuracy, accuracy
 
@@ -163,7 +163,8 @@ def score_completions(
     """Accuracy overall and per order, format rate and per-example rows."""
     rows = []
     for example, (text, tokens) in zip(examples, completions):
-        check = check_answer(text, example.answer, scheme, prefill=prefill, question_type=example.question_type)
+        check = check_answer(text, example.answer, scheme, prefill=prefill, question_type=example.question_type,
+                             unaware=unaware_names(example.meta))
         rows.append(
             {
                 "id": example.id,

@@ -53,10 +53,13 @@ its previous value (a chain's belief never depends on an event none of its membe
   * ``PrivateTell(S, L, O, C)`` is heard by L only. If L trusts S: ``(L,)`` and ``(L, S)``
     become C. Either way the speaker thinks L believes him: ``(S, L)`` becomes C.
   * The teller's own belief ``(S,)`` never changes, and no chain longer than two agents is
-    touched by a claim or a tell (as in the official generator). The generator code now in the
-    Hi-ToM repository also lets every listener L know who believed a public claim (``(L, B)``);
-    neither released label set follows that (it lowers CoT-prompt agreement from 583 to 575 and
-    VP agreement from 600 to 591), so tomrl does not.
+    touched by a claim or a tell (as in the official generator: ``PublicTellAction`` and
+    ``PrivateTellAction`` in ``dynamic_actions.py`` of ying-hui-he/Hi-ToM_dataset, commit 56dda76,
+    set exactly these chains). That file also holds a commented-out block that would let every
+    listener L know who believed a public claim (``(L, B)``) and believers and disbelievers know
+    each other's beliefs; it does not run, neither released label set follows it (switched on, it
+    lowers CoT-prompt agreement from 583 to 575 and VP agreement from 600 to 591), and tomrl
+    follows the code that runs.
 
 Reality (chain ``()``) changes only by ``Move`` (a narrator's ``ObjectLocation`` states it).
 ``initial_location(O)`` answers ToMi's memory question ("Where was the O at the beginning?").
