@@ -304,6 +304,7 @@ def check_demo(cfg: DemoConfig):
     from tomrl.generators.config import GenerateConfig
     from tomrl.models import check_model_reference
     from tomrl.training.data import check_data
+    from tomrl.training.preflight import preflight
 
     check_model_reference(cfg.model, key="model")
     try:
@@ -312,6 +313,7 @@ def check_demo(cfg: DemoConfig):
         raise ConfigError(f"train_config + train_overrides: {_first_line(error)}") from None
     try:
         check_data(train_cfg)
+        preflight(train_cfg)  # vLLM and CUDA for use_vllm, the report_to loggers' packages
     except ConfigError as error:
         raise ConfigError(f"train_config + train_overrides: {_first_line(error)}") from None
     try:

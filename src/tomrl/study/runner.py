@@ -45,6 +45,7 @@ from tomrl.config import ConfigError, config_to_dict, load_config, read_yaml, sa
 from tomrl.io import atomic_write_text
 from tomrl.study.arms import SNAPSHOTS, arm_train_config, run_arm
 from tomrl.training.checkpoints import CHECKPOINTS
+from tomrl.training.preflight import preflight
 from tomrl.study.config import StudyConfig, model_slug
 from tomrl.study.grid import Cell, Grid, expand
 
@@ -180,6 +181,10 @@ def check_study(cfg: StudyConfig, base, cells: list[Cell], study_dir: Path) -> N
             train_cfg = cell_train_config(cfg, cell, study_dir)
         except (ConfigError, ValueError, TypeError) as error:
             raise ConfigError(f"cell {cell.id}: {_culprit(cfg, cell, study_dir)}: {_first_line(error)}") from None
+        try:
+            preflight(train_cfg)  # vLLM and CUDA for use_vllm, the report_to loggers' packages
+        except ConfigError as error:
+            raise ConfigError(f"cell {cell.id}: {_first_line(error)}") from None
         try:
             EvalConfig(model=cell.model, benchmarks=placeholders, limit=settings.limit, engine=settings.engine,
                        temperature=settings.temperature, max_new_tokens=settings.max_new_tokens, stop_at_answer=settings.stop_at_answer,

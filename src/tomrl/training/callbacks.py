@@ -4,8 +4,8 @@
   TensorBoard (``RUN_DIR/tensorboard``): every reward and reward component, format rate,
   accuracy, response length (mean, min, max, clipped ratio), entropy, KL, step time and
   tokens per second (generated, and trained = prompt + completion); and every rollout to
-  ``samples.jsonl``. W&B, when asked for (``report_to: [wandb]``), gets the same rows through
-  transformers' own callback.
+  ``samples.jsonl``. Other loggers asked for in ``report_to`` (W&B, trackio, MLflow, …) get the
+  same rows through transformers' own callbacks.
 - :class:`Validator` answers the validation set every ``eval.every_steps`` steps (and before
   the first and after the last), appends the result to ``validation.jsonl``, and keeps the
   model with the best accuracy in ``RUN_DIR/best`` (Paper B's protocol).

@@ -152,6 +152,19 @@ class WarmStartConfig:
             raise ValueError(f"warm_start.max_steps must be >= 1 or null, got {self.max_steps}")
 
 
+# transformers' reporting integrations (transformers.integrations.integration_utils.INTEGRATION_TO_CALLBACK,
+# 5.23; tests/training/test_report_to.py checks this list against it): the one list report_to validates against.
+REPORT_TO = ("azure_ml", "clearml", "codecarbon", "comet_ml", "dagshub", "dvclive", "flyte", "kubeflow", "mlflow", "neptune",
+             "swanlab", "tensorboard", "trackio", "wandb")
+
+
+def registered_report_to(name: str) -> str:
+    """``name``, if it is a reporting integration (the validator of ``TrainConfig.report_to``)."""
+    if name not in REPORT_TO:
+        raise ValueError(f"unknown report_to {name!r}; known: {', '.join(REPORT_TO)}")
+    return name
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     moved_keys: ClassVar[dict[str, str]] = {"prompt_style": "prompt.style", "prefill": "prompt.prefill"}  # named by the unknown-key error
@@ -272,8 +285,11 @@ class TrainConfig:
         "checkpoint when the last is damaged, at one more checkpoint of disk (about 3x the model)"
     )
     log_samples: bool = setting(True, help="append every rollout (prompt id, completion, rewards) to RUN_DIR/samples.jsonl")
-    report_to: list[Literal["tensorboard", "wandb"]] = setting(
-        default_factory=lambda: ["tensorboard"], help="metric back-ends besides metrics.jsonl (wandb reads WANDB_* variables)"
+    report_to: list[Annotated[str, AfterValidator(registered_report_to)]] = setting(
+        default_factory=lambda: ["tensorboard"],
+        help="metric back-ends besides metrics.jsonl: tensorboard (RUN_DIR/tensorboard, tomrl's own writer) and any "
+        "transformers integration (" + ", ".join(name for name in REPORT_TO if name != "tensorboard") + "; each reads its "
+        "own variables, e.g. WANDB_*); checked for its package before the run starts"
     )
     progress: bool = setting(True, help="show rich progress bars")
 

@@ -355,7 +355,7 @@ def grpo_arguments(cfg: TrainConfig):
         save_strategy="steps",
         save_steps=cfg.save_every,
         save_total_limit=None,  # tomrl keeps the latest complete checkpoint itself
-        report_to=["wandb"] if "wandb" in cfg.report_to else "none",
+        report_to=[name for name in cfg.report_to if name != "tensorboard"] or "none",  # tensorboard: tomrl's StepLogger writes it
         disable_tqdm=True,
         log_completions=False,
         remove_unused_columns=False,
