@@ -132,7 +132,7 @@ ATOMIC_TEMP_NAME = re.compile(r"^\.(.+)\.\d+\.\w+\.tmp$")  # tomrl.io.atomic_ope
 def describe_disk_full(err: BaseException, args: argparse.Namespace) -> str | None:
     """One line for a write that ran out of space (ENOSPC, EDQUOT), wherever it was raised: the file,
     the space left on its file system, and how to continue; None for any other error."""
-    from tomrl.training.checkpoints import disk_full, free_bytes
+    from tomrl.io import disk_full, free_bytes
 
     chain: list[BaseException] = []
     while err is not None and err not in chain:

@@ -396,6 +396,42 @@ def open_input(path: str | Path, expected: str = "a file") -> BinaryIO:
         raise
 
 
+# A torch.save that runs out of space fails as a RuntimeError ("basic_ios::clear: iostream error",
+# "unexpected pos"): its C++ writer drops the errno. Such a failure on a file system left with less
+# than this much free space is taken for a full disk.
+NEARLY_FULL_BYTES = 64 * 1024 * 1024
+
+
+def disk_full(err: BaseException, folder: str | Path | None = None) -> int | None:
+    """``errno.ENOSPC`` or ``errno.EDQUOT`` when ``err`` (or what caused it) is a write that ran out of
+    space, else None. A torch.save failure counts when ``folder``'s file system is nearly full."""
+    seen: list[BaseException] = []
+    while err is not None and err not in seen:
+        seen.append(err)
+        if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
+            return err.errno
+        text = str(err)
+        if "No space left on device" in text or "os error 28" in text:  # safetensors and tokenizers (Rust) say it in words
+            return errno.ENOSPC
+        if "Disk quota exceeded" in text or "os error 122" in text:
+            return errno.EDQUOT
+        err = err.__cause__ or err.__context__
+    torch_writer = any(isinstance(e, RuntimeError) and ("iostream error" in str(e) or "unexpected pos" in str(e)) for e in seen)
+    free = free_bytes(folder) if torch_writer and folder is not None else None
+    return errno.ENOSPC if free is not None and free < NEARLY_FULL_BYTES else None
+
+
+def free_bytes(path: str | Path) -> int | None:
+    """Free space (for this user) on the file system holding ``path`` or its nearest existing parent."""
+    path = Path(os.path.abspath(path))
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    try:
+        return shutil.disk_usage(path).free
+    except OSError:
+        return None
+
+
 def _megabytes(size: int) -> str:
     return f"{size / 2**20:.1f} MB"
 

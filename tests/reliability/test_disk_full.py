@@ -6,7 +6,7 @@ small for the work, so the writes fail with a real ENOSPC; the tmpfs is then gro
 both) and the same command, or ``tomrl train --resume``, finishes the work. Before, the full disk
 was a traceback: Python's ``OSError: [Errno 28]`` with no file name, safetensors' "I/O error: No
 space left on device (os error 28)", and torch.save's "basic_ios::clear: iostream error" /
-"unexpected pos", which carries no errno at all (:func:`tomrl.training.checkpoints.disk_full`).
+"unexpected pos", which carries no errno at all (:func:`tomrl.io.disk_full`).
 
     .venv/bin/python -m pytest tests/reliability/test_disk_full.py             # the two that train and resume: -m slow
 """

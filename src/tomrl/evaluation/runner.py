@@ -60,7 +60,7 @@ from tomrl.evaluation.results import (
 )
 from tomrl.io import JsonlAppender, atomic_write_json, atomic_write_text, iter_jsonl
 from tomrl.prompts import check_prompts
-from tomrl.rewards.answer import unaware_names
+from tomrl.rewards.answer import check_answer, unaware_names
 from tomrl.schema import Example
 
 TIMING_EVERY_S = 20.0  # write a timing segment at least this often while generating
@@ -100,8 +100,6 @@ def score(
     """Each scheme's check of one completion, through the one answer checker (fields prefixed per SCHEME_FIELDS);
     ``question_type`` picks the answer kind (FANToM's ``…:list`` questions are sets of names, GSM8K's numbers);
     ``unaware``: a list question's unaware characters (``paper_eval`` applies FANToM's own rule with them)."""
-    from tomrl.rewards.answer import check_answer
-
     row: dict[str, Any] = {}
     for scheme in schemes:
         check = check_answer(completion_text, gold, scheme=scheme, prefill=prefill, question_type=question_type, unaware=unaware)

@@ -44,10 +44,10 @@ from trl.models import unwrap_model_for_generation
 from trl.models.utils import disable_gradient_checkpointing
 
 from tomrl.generation.base import cut_completion
-from tomrl.io import PARTIAL_SUFFIX, publish_folder
+from tomrl.io import PARTIAL_SUFFIX, disk_full, publish_folder
 from tomrl.training.advantages import AdvantageInputs, approx_kl
 from tomrl.training.algorithms import ALGORITHMS
-from tomrl.training.checkpoints import disk_full, keep_latest_checkpoints
+from tomrl.training.checkpoints import keep_latest_checkpoints
 
 ANSWER_STOP = "</answer>"
 
